@@ -1,0 +1,18 @@
+# The GenNi training / CLI image. Serving uses the official tensorflow/serving
+# image on the exported SavedModels (see README).
+FROM python:3.11-slim
+
+ENV TF_USE_LEGACY_KERAS=1 \
+    TF_CPP_MIN_LOG_LEVEL=2 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1
+
+WORKDIR /app
+COPY setup.py README.md ./
+COPY pipeline ./pipeline
+COPY models ./models
+COPY components ./components
+RUN pip install .
+
+ENTRYPOINT ["genni"]
+CMD ["--help"]

@@ -1,0 +1,49 @@
+# GenNi: `make demo` and `make test` work on a fresh machine (they set up .venv).
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+GENNI := $(VENV)/bin/genni
+STAMP := $(VENV)/.installed
+DEMO := demo_out
+SHARED := ../shared/data
+
+export TF_USE_LEGACY_KERAS := 1
+export TF_CPP_MIN_LOG_LEVEL := 2
+
+.PHONY: install demo test lint format bench-preprocess check-toys clean
+
+install: $(STAMP)
+
+$(STAMP): setup.py
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is needed (see README)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: install
+	rm -rf $(DEMO)
+	$(GENNI) synth --output $(DEMO)/logs/reviews.json.gz
+	$(GENNI) preprocess --input '$(DEMO)/logs/*.json.gz' --output $(DEMO)/data
+	@echo "Dataset written to $(DEMO)/data (training arrives with the next release)."
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+test: lint
+	$(PY) -m pytest -q tests
+
+bench-preprocess: install
+	$(PY) benchmarks/preprocess.py
+
+check-toys: install
+	$(PY) benchmarks/check_toys.py
+
+clean:
+	rm -rf $(DEMO) .pytest_cache .ruff_cache

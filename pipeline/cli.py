@@ -1,0 +1,157 @@
+"""The `genni` command line.
+
+    genni synth --output log.json.gz            # a synthetic review log
+    genni preprocess --input 'logs/*.json.gz' --output data/
+    genni stats data/                           # the dataset table again
+
+`genni preprocess` passes every flag it does not know to Apache Beam, so any
+runner works: `--runner=DataflowRunner --project=P --region=R
+--temp_location=gs://B/tmp --setup_file=./setup.py`, or `--runner=FlinkRunner
+--flink_master=HOST:8081 --environment_type=LOOPBACK`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+
+from pipeline import outputs, preprocess, schema, synthetic
+
+_LOG = logging.getLogger("genni")
+
+EXIT_USAGE = 2
+
+
+def format_stats(stats: dict) -> str:
+    """The dataset table and what each filter removed, for people."""
+    kcore = stats["kcore"]
+    rows = [
+        ("format", stats["format"]),
+        ("lines read", f"{stats['lines_read']:,}"),
+        ("malformed lines (dead letter)", f"{stats['malformed_lines']:,}"),
+        ("events dropped by rating", f"{stats['dropped_by_rating']:,}"),
+        ("duplicate events dropped", f"{stats['duplicate_events']:,}"),
+        (
+            f"{stats['min_count']}-core removed",
+            f"{kcore['users_removed']:,} users, {kcore['items_removed']:,} items, "
+            f"{kcore['events_removed']:,} events in {kcore['rounds']} rounds",
+        ),
+        ("users", f"{stats['users']:,}"),
+        ("items", f"{stats['items']:,}"),
+        ("events", f"{stats['events']:,}"),
+        ("avg length", f"{stats['avg_length']:.2f}"),
+        ("sparsity", f"{100 * stats['sparsity']:.2f}%"),
+        (
+            "examples train/valid/test",
+            "/".join(f"{stats['examples'][s]:,}" for s in schema.SPLITS),
+        ),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)
+
+
+def _preprocess(args: argparse.Namespace, beam_args: list[str]) -> int:
+    config = preprocess.config_from_args(args)
+    print(f"Preprocessing {config.input} -> {config.output} (Apache Beam)", flush=True)
+    start = time.perf_counter()
+    stats = preprocess.preprocess(config, beam_args)
+    print(f"Done in {time.perf_counter() - start:.1f} s.")
+    print(format_stats(stats))
+    if stats["malformed_lines"]:
+        print(
+            f"{stats['malformed_lines']:,} malformed lines set aside in "
+            f"{os.path.join(config.output, schema.DEAD_LETTER_DIR)}/"
+        )
+    return 0
+
+
+def _synth(args: argparse.Namespace, extra: list[str]) -> int:
+    if extra:
+        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
+    n = synthetic.write_log(synthetic.config_from_args(args), args.output)
+    print(f"Wrote {n:,} review lines to {args.output}")
+    return 0
+
+
+def _stats(args: argparse.Namespace, extra: list[str]) -> int:
+    if extra:
+        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
+    path = os.path.join(args.data, schema.STATS_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found: run `genni preprocess` first.")
+    stats = outputs.read_json(path)
+    print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="genni",
+        description="GenNi: sequential recommendation trained with model-generated "
+        "negatives, from raw review logs to a served endpoint.",
+        epilog="Run `genni COMMAND --help` for the flags of a command.",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="Log at INFO (Beam included)."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = commands.add_parser(
+        "preprocess",
+        help="Review logs -> TFRecords of padded sequences (Apache Beam).",
+        description="Turn review logs (Amazon 2014/2018 or 2023, Yelp, ratings CSV, "
+        "S3-Rec sequence text; plain or gzip) into leave-one-out TFRecords, "
+        "vocabularies and dataset statistics. Flags not listed here go to Apache "
+        "Beam (e.g. --runner, --direct_num_workers).",
+    )
+    preprocess.add_arguments(p)
+    p.set_defaults(handler=_preprocess)
+
+    p = commands.add_parser(
+        "synth",
+        help="Write a synthetic review log with a planted sequential signal.",
+        description=synthetic.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    synthetic.add_arguments(p)
+    p.set_defaults(handler=_synth)
+
+    p = commands.add_parser(
+        "stats", help="Print the statistics of a preprocessed dataset."
+    )
+    p.add_argument("data", help="Output directory of `genni preprocess`.")
+    p.add_argument("--json", action="store_true", help="Print stats.json as is.")
+    p.set_defaults(handler=_stats)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not args.verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    try:
+        return args.handler(args, extra)
+    except (
+        FileNotFoundError,
+        FileExistsError,
+        ValueError,
+        RuntimeError,
+    ) as e:
+        if args.verbose:
+            raise
+        print(f"genni {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Parsers for the review-log formats that `genni preprocess` reads.
+
+Each parser turns one input line into `Event`s, or raises `MalformedRecord` with
+a short reason that ends up in the dead-letter output. Parsers are plain
+functions, so the Beam pipeline and the single-process implementation share them.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+AMAZON = "amazon"
+AMAZON_2023 = "amazon2023"
+YELP = "yelp"
+CSV = "csv"
+SEQUENCES = "sequences"
+AUTO = "auto"
+FORMATS = (AMAZON, AMAZON_2023, YELP, CSV, SEQUENCES)
+
+YELP_DATE_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
+MS_PER_SECOND = 1000.0
+
+
+class Event(NamedTuple):
+    """One interaction: `user` acted on `item` at `timestamp` (seconds)."""
+
+    user: str
+    item: str
+    timestamp: float
+    rating: float | None
+
+
+class MalformedRecord(ValueError):
+    """A line that cannot be turned into events; `reason` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _load_json(line: str) -> dict:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise MalformedRecord(f"bad JSON: {e.msg}") from None
+    if not isinstance(record, dict):
+        raise MalformedRecord("bad JSON: not an object")
+    return record
+
+
+def _field(record: dict, *names: str) -> object:
+    for name in names:
+        value = record.get(name)
+        if value not in (None, ""):
+            return value
+    raise MalformedRecord(f"missing field: {' or '.join(names)}")
+
+
+def _id(value: object, name: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    # An id is one non-empty token: no surrounding or inner white space.
+    if not isinstance(value, str) or value.split() != [value]:
+        raise MalformedRecord(f"bad {name}: {value!r}")
+    return value
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool):
+        raise MalformedRecord(f"bad {what}: {value!r}")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise MalformedRecord(f"bad {what}: {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise MalformedRecord(f"bad {what}: {value!r}")
+    return number
+
+
+def _yelp_timestamp(value: object) -> float:
+    if isinstance(value, str):
+        for fmt in YELP_DATE_FORMATS:
+            try:
+                return float(calendar.timegm(time.strptime(value, fmt)))
+            except ValueError:
+                continue
+    raise MalformedRecord(f"bad timestamp: {value!r}")
+
+
+def parse_amazon(line: str) -> Iterator[Event]:
+    """Amazon 2014/2018 reviews: reviewerID, asin, overall, unixReviewTime."""
+    record = _load_json(line)
+    yield Event(
+        _id(_field(record, "reviewerID"), "reviewerID"),
+        _id(_field(record, "asin"), "asin"),
+        _number(_field(record, "unixReviewTime"), "timestamp"),
+        _number(_field(record, "overall"), "rating"),
+    )
+
+
+def parse_amazon_2023(line: str) -> Iterator[Event]:
+    """Amazon Reviews 2023: user_id, parent_asin (or asin), rating, timestamp ms."""
+    record = _load_json(line)
+    yield Event(
+        _id(_field(record, "user_id"), "user_id"),
+        _id(_field(record, "parent_asin", "asin"), "parent_asin"),
+        _number(_field(record, "timestamp"), "timestamp") / MS_PER_SECOND,
+        _number(_field(record, "rating"), "rating"),
+    )
+
+
+def parse_yelp(line: str) -> Iterator[Event]:
+    """Yelp reviews: user_id, business_id, stars, date ("YYYY-MM-DD HH:MM:SS")."""
+    record = _load_json(line)
+    yield Event(
+        _id(_field(record, "user_id"), "user_id"),
+        _id(_field(record, "business_id"), "business_id"),
+        _yelp_timestamp(_field(record, "date")),
+        _number(_field(record, "stars"), "rating"),
+    )
+
+
+def parse_csv(line: str) -> Iterator[Event]:
+    """Headerless Amazon ratings CSV: user,item,rating,timestamp."""
+    fields = [f.strip() for f in line.split(",")]
+    if len(fields) != 4:
+        raise MalformedRecord(f"bad CSV: expected 4 fields, got {len(fields)}")
+    user, item, rating, timestamp = fields
+    yield Event(
+        _id(user, "user"),
+        _id(item, "item"),
+        _number(timestamp, "timestamp"),
+        _number(rating, "rating"),
+    )
+
+
+def parse_sequences(line: str) -> Iterator[Event]:
+    """S3-Rec sequence text: `user item item ...`, items in time order.
+
+    The position in the line is the timestamp, so order is kept exactly.
+    """
+    tokens = line.split()
+    if len(tokens) < 2:
+        raise MalformedRecord("bad sequence: a user and at least one item needed")
+    user = tokens[0]
+    for position, item in enumerate(tokens[1:]):
+        yield Event(user, item, float(position), None)
+
+
+PARSERS: dict[str, Callable[[str], Iterator[Event]]] = {
+    AMAZON: parse_amazon,
+    AMAZON_2023: parse_amazon_2023,
+    YELP: parse_yelp,
+    CSV: parse_csv,
+    SEQUENCES: parse_sequences,
+}
+
+
+def parse_line(line: str, fmt: str) -> list[Event]:
+    """All events of one line; raises `MalformedRecord` for a bad line."""
+    try:
+        parser = PARSERS[fmt]
+    except KeyError:
+        raise ValueError(
+            f"Unknown format {fmt!r}: choose one of {', '.join(FORMATS)}."
+        ) from None
+    return list(parser(line))
+
+
+def detect_format(line: str) -> str:
+    """Guess the format of a log from its first non-blank line."""
+    text = line.strip()
+    if text.startswith("{"):
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError:
+            record = None
+        if isinstance(record, dict):
+            if "reviewerID" in record:
+                return AMAZON
+            if "business_id" in record:
+                return YELP
+            if "user_id" in record and ("parent_asin" in record or "asin" in record):
+                return AMAZON_2023
+    elif text.count(",") == 3:
+        return CSV
+    elif len(text.split()) >= 2 and "," not in text:
+        return SEQUENCES
+    raise ValueError(
+        f"Cannot tell the format of the input from its first line {text[:120]!r}; "
+        f"pass --format ({', '.join(FORMATS)})."
+    )
+
+
+def dead_letter_record(path: str, line: str, reason: str) -> str:
+    """One dead-letter line: JSON with the source file, the reason and the line."""
+    return json.dumps({"file": path, "reason": reason, "line": line})
+
+
+def resolve_format(fmt: str, first_lines: Iterator[str]) -> str:
+    """`fmt` itself, or the format detected from the first non-blank line."""
+    if fmt != AUTO:
+        if fmt not in FORMATS:
+            raise ValueError(
+                f"Unknown format {fmt!r}: choose one of {', '.join(FORMATS)}."
+            )
+        return fmt
+    for line in first_lines:
+        if line.strip():
+            return detect_format(line)
+    raise ValueError("The input is empty: no line to detect its format from.")

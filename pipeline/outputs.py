@@ -1,0 +1,113 @@
+"""Writing a dataset directory: staging, single files, and the final move.
+
+A run writes into a hidden staging directory beside the output and moves it into
+place only when everything is written, so a failed or killed run never leaves a
+half-written dataset where a later stage would read it. Paths go through Beam's
+`FileSystems`, so the same code writes locally and to any filesystem Beam knows.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+
+class OutputExistsError(FileExistsError):
+    """The output directory holds files and --overwrite was not given."""
+
+
+def _is_local(path: str) -> bool:
+    return FileSystems.get_scheme(path) in (None, "file")
+
+
+def has_files(directory: str) -> bool:
+    if _is_local(directory):
+        return os.path.isdir(directory) and bool(os.listdir(directory))
+    return bool(FileSystems.match([directory.rstrip("/") + "/**"])[0].metadata_list)
+
+
+def staging_dir(output: str) -> str:
+    """A fresh sibling of `output` to write into before the final move."""
+    parent, name = os.path.split(output.rstrip("/"))
+    return FileSystems.join(parent or ".", f".{name}.staging-{uuid.uuid4().hex[:8]}")
+
+
+def check_output(output: str, overwrite: bool) -> None:
+    if has_files(output) and not overwrite:
+        raise OutputExistsError(
+            f"Output directory {output!r} is not empty; pass --overwrite to replace "
+            "it or choose another --output."
+        )
+
+
+def remove_tree(path: str) -> None:
+    if _is_local(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif FileSystems.exists(path):
+        FileSystems.delete([path])
+
+
+def commit(staging: str, output: str) -> None:
+    """Move a finished staging directory to `output`, replacing what was there."""
+    remove_tree(output)
+    if _is_local(output):
+        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+        os.replace(staging, output)
+        return
+    sources = [m.path for m in FileSystems.match([staging + "/**"])[0].metadata_list]
+    destinations = [output.rstrip("/") + p[len(staging.rstrip("/")) :] for p in sources]
+    FileSystems.rename(sources, destinations)
+    remove_tree(staging)
+
+
+def write_text(path: str, lines: Iterable[str]) -> None:
+    """Write `lines` (no newlines) to one file, in the given order."""
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        for line in lines:
+            f.write(line.encode("utf-8") + b"\n")
+
+
+def write_json(path: str, value: object) -> None:
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(json.dumps(value, indent=2, sort_keys=True).encode("utf-8") + b"\n")
+
+
+def read_json(path: str) -> dict:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def iter_lines(pattern: str) -> Iterable[tuple[str, str]]:
+    """(file name, line) for every line of every file matching `pattern`.
+
+    Gzip files are read by their extension, like Beam's ReadFromText does.
+    """
+    for path in input_files(pattern):
+        if _is_local(path):
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8") as f:
+                for line in f:
+                    yield path, line.rstrip("\r\n")
+            continue
+        with FileSystems.open(path) as f:
+            while raw := f.readline():
+                yield path, raw.decode("utf-8").rstrip("\r\n")
+
+
+def input_files(pattern: str) -> list[str]:
+    """Every file matching `pattern`, sorted; an error when there is none."""
+    try:
+        matched = FileSystems.match([pattern])[0].metadata_list
+    except Exception as e:  # Beam raises BeamIOError for a missing path.
+        raise FileNotFoundError(f"No input files match {pattern!r}: {e}") from None
+    files = sorted(m.path for m in matched)
+    if not files:
+        raise FileNotFoundError(f"No input files match {pattern!r}.")
+    return files

@@ -1,0 +1,615 @@
+"""`genni preprocess`: review logs to padded-sequence TFRecords, with Apache Beam.
+
+Steps, each a labelled composite transform:
+
+1. `ReadLogs`: every line of every input file, with its file name.
+2. `ParseReviews`: one `ParseReviewFn` per line; events with rating <= --min-rating
+   are dropped, malformed lines go to the dead-letter output with their reason.
+3. `BuildUserSequences`: group by user, drop exact duplicate events, order by
+   (timestamp, raw item id).
+4. `KCoreFilter`: simultaneous rounds of user and item filtering, unrolled up to
+   --max-kcore-rounds; a round that removes nothing makes the rest no-ops.
+5. `AssignIds`: users numbered in raw-id order, items in order of first
+   appearance over those users (the numbering of the S3-Rec benchmark files).
+6. `EncodeExamples`: leave-one-out split and `tf.train.Example`s per split.
+7. Writers for the TFRecords, vocabularies, sequences, dead letters and stats.
+
+Users travel in batches (`beam.BatchElements`) after grouping, so the per-user
+work is plain Python and the per-element cost of the runner is paid per batch.
+The pipeline writes into a staging directory; `run` moves it into place only when
+the run has succeeded and its statistics are sane.
+
+DirectRunner is the default; any runner is chosen with the standard pipeline
+options, e.g. `--runner=DataflowRunner --project=... --region=...
+--temp_location=gs://... --setup_file=./setup.py` or `--runner=FlinkRunner
+--flink_master=host:8081`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+
+import apache_beam as beam
+from apache_beam import pvalue
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.window import GlobalWindows
+
+from pipeline import formats, inmemory, outputs, schema, sequences
+from pipeline.configs import DEFAULT_MAX_KCORE_ROUNDS, PreprocessConfig
+
+_LOG = logging.getLogger(__name__)
+
+EVENTS = "events"
+DEAD_LETTER = "dead_letter"
+STATS = "stats"
+REMOVED = "removed"
+
+MIN_BATCH = 64
+MAX_BATCH = 2048
+
+UserBatch = list  # [(raw user id, [raw item, ...]), ...]
+
+
+def _stat(key: str, value: int) -> pvalue.TaggedOutput:
+    """A statistic emitted from `finish_bundle` (which needs a windowed value)."""
+    return pvalue.TaggedOutput(STATS, GlobalWindows.windowed_value((key, value)))
+
+
+class CounterSumFn(beam.CombineFn):
+    """Adds up `collections.Counter`s (or plain dicts of counts)."""
+
+    def create_accumulator(self) -> collections.Counter:
+        return collections.Counter()
+
+    def add_input(
+        self, acc: collections.Counter, counts: Mapping
+    ) -> collections.Counter:
+        acc.update(counts)
+        return acc
+
+    def merge_accumulators(
+        self, accumulators: Iterable[collections.Counter]
+    ) -> collections.Counter:
+        merged: collections.Counter = collections.Counter()
+        for acc in accumulators:
+            merged.update(acc)
+        return merged
+
+    def extract_output(self, acc: collections.Counter) -> dict:
+        return dict(acc)
+
+
+class MinPerKeyFn(beam.CombineFn):
+    """Merges dicts keeping the smallest value of every key."""
+
+    def create_accumulator(self) -> dict:
+        return {}
+
+    def add_input(self, acc: dict, values: Mapping) -> dict:
+        for key, value in values.items():
+            if key not in acc or value < acc[key]:
+                acc[key] = value
+        return acc
+
+    def merge_accumulators(self, accumulators: Iterable[dict]) -> dict:
+        merged: dict = {}
+        for acc in accumulators:
+            self.add_input(merged, acc)
+        return merged
+
+    def extract_output(self, acc: dict) -> dict:
+        return acc
+
+
+class ParseReviewFn(beam.DoFn):
+    """(file, line) -> (user, (timestamp, item, rating)); bad lines to dead letter.
+
+    Counts are kept per bundle and emitted once in `finish_bundle`, to the
+    `stats` output and to Beam metrics.
+    """
+
+    def __init__(self, fmt: str, min_rating: float | None):
+        self._fmt = fmt
+        self._min_rating = min_rating
+
+    def setup(self) -> None:
+        self._parse = formats.PARSERS[self._fmt]
+
+    def start_bundle(self) -> None:
+        self._counts: collections.Counter = collections.Counter()
+
+    def process(self, element: tuple[str, str]) -> Iterator:
+        path, line = element
+        counts = self._counts
+        counts["lines_read"] += 1
+        if not line.strip():
+            counts["blank_lines"] += 1
+            return
+        try:
+            events = list(self._parse(line))
+        except formats.MalformedRecord as e:
+            counts["malformed_lines"] += 1
+            _LOG.debug("Malformed line in %s: %s", path, e.reason)
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER, formats.dead_letter_record(path, line, e.reason)
+            )
+            return
+        min_rating = self._min_rating
+        for event in events:
+            counts["events_read"] += 1
+            if (
+                min_rating is not None
+                and event.rating is not None
+                and event.rating <= min_rating
+            ):
+                counts["dropped_by_rating"] += 1
+                continue
+            yield event.user, (event.timestamp, event.item, event.rating)
+
+    def finish_bundle(self) -> Iterator:
+        for key, value in self._counts.items():
+            Metrics.counter("genni.preprocess", key).inc(value)
+            yield _stat(key, value)
+
+
+class ParseReviews(beam.PTransform):
+    """Lines to keyed events, plus `dead_letter` and `stats` outputs."""
+
+    def __init__(self, fmt: str, min_rating: float | None):
+        super().__init__()
+        self._fmt = fmt
+        self._min_rating = min_rating
+
+    def expand(self, lines: beam.PCollection) -> pvalue.DoOutputsTuple:
+        return lines | "Parse" >> beam.ParDo(
+            ParseReviewFn(self._fmt, self._min_rating)
+        ).with_outputs(DEAD_LETTER, STATS, main=EVENTS)
+
+
+class OrderUserEventsFn(beam.DoFn):
+    """(user, events) -> (user, items in time order), counting duplicates."""
+
+    def start_bundle(self) -> None:
+        self._duplicates = self._users = 0
+
+    def process(self, element: tuple[str, Iterable]) -> Iterator[tuple[str, list[str]]]:
+        user, events = element
+        items, duplicates = sequences.order_events(events)
+        self._duplicates += duplicates
+        self._users += 1
+        yield user, items
+
+    def finish_bundle(self) -> Iterator:
+        yield _stat("duplicate_events", self._duplicates)
+        yield _stat("users_before_kcore", self._users)
+
+
+class BuildUserSequences(beam.PTransform):
+    """Keyed events to batches of (user, ordered items); `stats` counts duplicates."""
+
+    def expand(self, events: beam.PCollection) -> dict[str, beam.PCollection]:
+        ordered = (
+            events
+            | "GroupByUser" >> beam.GroupByKey()
+            | "Order"
+            >> beam.ParDo(OrderUserEventsFn()).with_outputs(STATS, main="users")
+        )
+        batches = ordered.users | "Batch" >> beam.BatchElements(
+            min_batch_size=MIN_BATCH, max_batch_size=MAX_BATCH
+        )
+        return {"batches": batches, STATS: ordered[STATS]}
+
+
+def _count_items(batch: UserBatch) -> Iterator[dict]:
+    yield collections.Counter(item for _, items in batch for item in items)
+
+
+class KCoreRoundFn(beam.DoFn):
+    """Round `r` of k-core filtering over a batch of users.
+
+    Side inputs are the item counts before filtering and the `(round, removed
+    item counts)` of every earlier round, so the current counts are derived
+    without a global step per round. A round after one that removed nothing has
+    nothing to do and passes batches through.
+    """
+
+    def __init__(self, min_count: int, round_index: int):
+        self._min_count = min_count
+        self._round = round_index
+
+    def setup(self) -> None:
+        self._cache_key: tuple = ()
+        self._counts: Mapping[str, int] = {}
+
+    def _current_counts(self, initial: Mapping[str, int], removed: list) -> Mapping:
+        key = (id(initial), id(removed), len(removed))
+        if key != self._cache_key:
+            total: collections.Counter = collections.Counter()
+            for _, counts in removed:
+                total.update(counts)
+            current = dict(initial)
+            for item, n in total.items():
+                current[item] -= n
+            self._cache_key, self._counts = key, current
+        return self._counts
+
+    def process(
+        self, batch: UserBatch, initial: Mapping[str, int], removed: list
+    ) -> Iterator:
+        if self._round > 2 and not any(r == self._round - 1 for r, _ in removed):
+            yield batch  # The previous round changed nothing: converged.
+            return
+        item_counts = self._current_counts(initial, removed)
+        k = self._min_count
+        kept = []
+        dropped: collections.Counter = collections.Counter()
+        for user, items in batch:
+            survivors = sequences.kcore_round(items, item_counts, k)
+            if survivors is None:
+                dropped.update(items)
+                continue
+            if len(survivors) != len(items):
+                dropped.update(i for i in items if item_counts[i] < k)
+            if survivors:
+                kept.append((user, survivors))
+        if dropped:
+            yield pvalue.TaggedOutput(REMOVED, (self._round, dropped))
+        if kept:
+            yield kept
+
+
+def _round_stat(removed: tuple[int, Mapping[str, int]]) -> tuple[str, int]:
+    round_index, counts = removed
+    return f"kcore_removed_round_{round_index}", sum(counts.values())
+
+
+class KCoreFilter(beam.PTransform):
+    """Iterative k-core of users and items, unrolled to `max_rounds` + 1 rounds.
+
+    The item counts before filtering are one dictionary (the size of the
+    catalog) read as a side input, together with what every earlier round
+    removed. Returns `batches` (the kept users) and `stats` (item count before,
+    events removed per round).
+    """
+
+    def __init__(self, min_count: int, max_rounds: int):
+        super().__init__()
+        self._min_count = min_count
+        self._max_rounds = max_rounds
+
+    def expand(self, batches: beam.PCollection) -> dict[str, beam.PCollection]:
+        initial = (
+            batches
+            | "CountItems" >> beam.FlatMap(_count_items)
+            | "SumCounts" >> beam.CombineGlobally(CounterSumFn())
+        )
+        removed = initial | "NothingRemoved" >> beam.FlatMap(lambda _: [])
+        for r in range(1, self._max_rounds + 2):
+            result = batches | f"Round{r}" >> beam.ParDo(
+                KCoreRoundFn(self._min_count, r),
+                beam.pvalue.AsSingleton(initial),
+                beam.pvalue.AsList(removed),
+            ).with_outputs(REMOVED, main="kept")
+            removed = (removed, result[REMOVED]) | f"Removed{r}" >> beam.Flatten()
+            batches = result.kept
+        stats = removed | "RoundStats" >> beam.Map(_round_stat)
+        initial_stats = initial | "ItemsBefore" >> beam.Map(
+            lambda c: ("kcore_items_before", len(c))
+        )
+        return {
+            "batches": batches,
+            STATS: (stats, initial_stats) | "FlattenStats" >> beam.Flatten(),
+        }
+
+
+def _first_appearance(batch: UserBatch) -> Iterator[dict]:
+    """{item: (user, position)} of each item's first event within the batch."""
+    first: dict = {}
+    for user, items in sorted(batch):
+        for position, item in enumerate(items):
+            if item not in first:
+                first[item] = (user, position)
+    yield first
+
+
+class AssignIds(beam.PTransform):
+    """Vocabularies as singletons: sorted users, items by first appearance."""
+
+    def expand(self, batches: beam.PCollection) -> dict[str, beam.PCollection]:
+        users = (
+            batches
+            | "UserIds" >> beam.FlatMap(lambda b: [user for user, _ in b])
+            | "AllUsers" >> beam.combiners.ToList()
+            | "SortUsers" >> beam.Map(sorted)
+        )
+        items = (
+            batches
+            | "FirstAppearance" >> beam.FlatMap(_first_appearance)
+            | "MinPerItem" >> beam.CombineGlobally(MinPerKeyFn())
+            | "SortItems"
+            >> beam.Map(lambda first: sorted(first, key=first.__getitem__))
+        )
+        return {"users": users, "items": items}
+
+
+class EncodeExamplesFn(beam.DoFn):
+    """A batch of users to serialized examples, tagged by split."""
+
+    def __init__(self, max_len: int):
+        self._max_len = max_len
+
+    def start_bundle(self) -> None:
+        self._counts: collections.Counter = collections.Counter()
+
+    def process(self, batch: UserBatch, users: list[str], items: list[str]) -> Iterator:
+        user_ids, item_ids = self._lookups(users, items)
+        for user, raw_items in batch:
+            ids = [item_ids[i] for i in raw_items]
+            self._counts["events"] += len(ids)
+            for split, features in sequences.split_examples(ids, self._max_len).items():
+                self._counts[f"examples_{split}"] += 1
+                yield pvalue.TaggedOutput(
+                    split, sequences.encode_example(user_ids[user], features)
+                )
+
+    def _lookups(self, users: list[str], items: list[str]) -> tuple[dict, dict]:
+        # Side inputs are the same objects within a worker: build the maps once.
+        key = (id(users), id(items))
+        if getattr(self, "_key", None) != key:
+            self._key = key
+            self._maps = (
+                {u: i for i, u in enumerate(users, start=1)},
+                {it: i for i, it in enumerate(items, start=1)},
+            )
+        return self._maps
+
+    def finish_bundle(self) -> Iterator:
+        for key, value in self._counts.items():
+            yield _stat(key, value)
+
+
+def _sequence_lines(batch: UserBatch) -> Iterator[tuple[str, str]]:
+    for user, items in batch:
+        yield user, f"{user}\t{' '.join(items)}"
+
+
+def _write_lines(lines: list[str], path: str) -> None:
+    outputs.write_text(path, lines)
+
+
+def _write_sorted_lines(keyed_lines: list[tuple[str, str]], path: str) -> None:
+    outputs.write_text(path, (line for _, line in sorted(keyed_lines)))
+
+
+def _write_attributes(items: list[str], source: str, path: str) -> tuple[str, dict]:
+    rekeyed = sequences.rekey_attributes(inmemory.load_item_attributes(source), items)
+    outputs.write_json(path, rekeyed)
+    return ("item_attributes", sequences.attribute_stats(rekeyed, len(items)))
+
+
+def _stats_json(
+    pairs: list[tuple[str, object]], config: PreprocessConfig, fmt: str, path: str
+) -> None:
+    summed: collections.Counter = collections.Counter()
+    extra = {}
+    for key, value in pairs:
+        if isinstance(value, dict):
+            extra[key] = value
+        else:
+            summed[key] += value
+    rounds = [
+        summed[f"kcore_removed_round_{r}"]
+        for r in range(1, config.max_kcore_rounds + 2)
+    ]
+    kcore = {
+        "rounds": sum(1 for n in rounds if n),
+        "users_removed": summed["users_before_kcore"] - summed["users"],
+        "items_removed": summed["kcore_items_before"] - summed["items"],
+        "events_removed": sum(rounds),
+    }
+    stats = sequences.assemble_stats(
+        config=inmemory.run_settings(config, fmt),
+        counters=summed,
+        kcore=kcore,
+        final={
+            "users": summed["users"],
+            "items": summed["items"],
+            "events": summed["events"],
+        },
+        examples={s: summed[f"examples_{s}"] for s in schema.SPLITS},
+        item_attributes=extra.get("item_attributes"),
+    )
+    outputs.write_json(path, stats)
+
+
+def build_pipeline(
+    p: beam.Pipeline, config: PreprocessConfig, fmt: str, staging: str
+) -> None:
+    """Add the whole preprocessing graph, writing into `staging`, to `p`."""
+    join = FileSystems.join
+    parsed = (
+        p
+        | "ReadLogs" >> beam.io.ReadFromTextWithFilename(config.input)
+        | "ParseReviews" >> ParseReviews(fmt, config.min_rating)
+    )
+    users = parsed[EVENTS] | "BuildUserSequences" >> BuildUserSequences()
+    core = users["batches"] | "KCoreFilter" >> KCoreFilter(
+        config.min_count, config.max_kcore_rounds
+    )
+    vocab = core["batches"] | "AssignIds" >> AssignIds()
+    examples = core["batches"] | "EncodeExamples" >> beam.ParDo(
+        EncodeExamplesFn(config.max_len),
+        beam.pvalue.AsSingleton(vocab["users"]),
+        beam.pvalue.AsSingleton(vocab["items"]),
+    ).with_outputs(STATS, *schema.SPLITS)
+
+    for split in schema.SPLITS:
+        _ = examples[split] | f"Write{split.title()}" >> beam.io.WriteToTFRecord(
+            join(staging, split),
+            file_name_suffix=schema.TFRECORD_SUFFIX,
+            compression_type=beam.io.filesystem.CompressionTypes.GZIP,
+        )
+    _ = parsed[DEAD_LETTER] | "WriteDeadLetter" >> beam.io.WriteToText(
+        join(staging, schema.DEAD_LETTER_DIR, schema.DEAD_LETTER_PREFIX),
+        file_name_suffix=".jsonl",
+    )
+    _ = vocab["items"] | "WriteItems" >> beam.Map(
+        _write_lines, path=join(staging, schema.ITEMS_FILE)
+    )
+    _ = vocab["users"] | "WriteUsers" >> beam.Map(
+        _write_lines, path=join(staging, schema.USERS_FILE)
+    )
+    _ = (
+        core["batches"]
+        | "SequenceLines" >> beam.FlatMap(_sequence_lines)
+        | "AllSequences" >> beam.combiners.ToList()
+        | "WriteSequences"
+        >> beam.Map(_write_sorted_lines, path=join(staging, schema.SEQUENCES_FILE))
+    )
+    vocab_sizes = (
+        vocab["users"] | "NumUsers" >> beam.Map(lambda u: ("users", len(u))),
+        vocab["items"] | "NumItems" >> beam.Map(lambda i: ("items", len(i))),
+    )
+    stat_sources = [
+        parsed[STATS],
+        users[STATS],
+        core[STATS],
+        examples[STATS],
+        *vocab_sizes,
+    ]
+    if config.item_attributes:
+        stat_sources.append(
+            vocab["items"]
+            | "WriteItemAttributes"
+            >> beam.Map(
+                _write_attributes,
+                source=config.item_attributes,
+                path=join(staging, schema.ITEM_ATTRIBUTES_FILE),
+            )
+        )
+    _ = (
+        stat_sources
+        | "FlattenStats" >> beam.Flatten()
+        | "AllStats" >> beam.combiners.ToList()
+        | "WriteStats"
+        >> beam.Map(
+            _stats_json, config=config, fmt=fmt, path=join(staging, schema.STATS_FILE)
+        )
+    )
+
+
+def preprocess(
+    config: PreprocessConfig, pipeline_args: list[str] | None = None
+) -> dict:
+    """Run the Beam pipeline for `config`; returns the stats of the new dataset.
+
+    Raises:
+        FileNotFoundError: no input file matches.
+        OutputExistsError: the output is not empty and `overwrite` is off.
+        ValueError: unknown format, or nothing left after filtering.
+        RuntimeError: k-core filtering did not converge in `max_kcore_rounds`.
+    """
+    outputs.input_files(config.input)
+    outputs.check_output(config.output, config.overwrite)
+    fmt = formats.resolve_format(
+        config.format, (line for _, line in outputs.iter_lines(config.input))
+    )
+    if fmt == formats.SEQUENCES and config.min_rating is not None:
+        raise ValueError(
+            "--min-rating needs ratings, and the sequences format has none."
+        )
+    staging = outputs.staging_dir(config.output)
+    options = PipelineOptions(pipeline_args or [])
+    try:
+        with beam.Pipeline(options=options) as p:
+            build_pipeline(p, config, fmt, staging)
+        stats = outputs.read_json(FileSystems.join(staging, schema.STATS_FILE))
+        if stats["kcore"]["rounds"] > config.max_kcore_rounds:
+            raise RuntimeError(
+                f"k-core filtering did not converge in {config.max_kcore_rounds} "
+                "rounds; raise --max-kcore-rounds."
+            )
+        if stats["users"] == 0:
+            raise ValueError(inmemory.empty_error(stats, config))
+        outputs.commit(staging, config.output)
+    except BaseException:
+        outputs.remove_tree(staging)
+        raise
+    return stats
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `genni preprocess` (Beam's own options pass through)."""
+    parser.add_argument(
+        "--input", required=True, help="Glob of review logs, plain or .gz."
+    )
+    parser.add_argument(
+        "--output", required=True, help="Directory to write (local or any Beam FS)."
+    )
+    parser.add_argument(
+        "--format",
+        default=formats.AUTO,
+        choices=(formats.AUTO, *formats.FORMATS),
+        help="Log format; 'auto' detects it from the first line (default).",
+    )
+    parser.add_argument(
+        "--min-count",
+        type=int,
+        default=schema.DEFAULT_MIN_COUNT,
+        help="k of the iterative k-core over users and items (default 5).",
+    )
+    parser.add_argument(
+        "--min-rating",
+        type=float,
+        default=None,
+        help="Keep only reviews with rating > R (default: keep all).",
+    )
+    parser.add_argument(
+        "--max-len",
+        type=int,
+        default=schema.DEFAULT_MAX_LEN,
+        help="Most recent items kept per sequence (default 50).",
+    )
+    parser.add_argument(
+        "--item-attributes",
+        default=None,
+        help="S3-Rec item2attributes.json keyed by raw item id; written re-keyed.",
+    )
+    parser.add_argument(
+        "--max-kcore-rounds",
+        type=int,
+        default=DEFAULT_MAX_KCORE_ROUNDS,
+        help="Fail if the k-core has not converged after this many rounds.",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="Replace a non-empty --output."
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> PreprocessConfig:
+    return PreprocessConfig(
+        input=args.input,
+        output=args.output,
+        format=args.format,
+        min_count=args.min_count,
+        min_rating=args.min_rating,
+        max_len=args.max_len,
+        item_attributes=args.item_attributes,
+        overwrite=args.overwrite,
+        max_kcore_rounds=args.max_kcore_rounds,
+    )
+
+
+def run(argv: list[str] | None = None) -> dict:
+    """Entry point: our flags, and every unknown flag handed to Beam."""
+    parser = argparse.ArgumentParser(
+        prog="genni preprocess", description=__doc__.split("\n\n")[0]
+    )
+    add_arguments(parser)
+    known, pipeline_args = parser.parse_known_args(argv)
+    return preprocess(config_from_args(known), pipeline_args)

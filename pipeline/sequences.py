@@ -1,0 +1,162 @@
+"""Sequence logic shared by the Beam pipeline and the single-process reference.
+
+Pure functions on plain Python values: ordering a user's events, one round of
+k-core filtering, id assignment, the leave-one-out split and the
+`tf.train.Example` encoding. The Beam transforms in `pipeline.preprocess` only
+decide where these run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from pipeline import schema
+
+# A user's events as (timestamp, item, rating); rating may be None.
+RawEvent = tuple[float, str, "float | None"]
+
+
+# Item ids follow the order of first appearance over users sorted by raw id:
+# item i sorts before item j when its (raw user id, position) of first event is
+# smaller. This is the numbering of the S3-Rec benchmark files, so a log built
+# from them gets its original ids back.
+
+
+def order_events(events: Iterable[RawEvent]) -> tuple[list[str], int]:
+    """A user's items in time order, without exact duplicate events.
+
+    An exact duplicate is the same item at the same timestamp with the same
+    rating. Ties in timestamp are broken by raw item id (string order), so the
+    order never depends on the input order or on how a runner groups records.
+
+    Returns:
+        (items oldest first, number of duplicate events dropped).
+    """
+    events = list(events)
+    unique = set(events)
+    ordered = sorted(unique, key=lambda e: (e[0], e[1], e[2] is None, e[2] or 0.0))
+    return [item for _, item, _ in ordered], len(events) - len(unique)
+
+
+def kcore_round(
+    items: Sequence[str], item_counts: Mapping[str, int], min_count: int
+) -> list[str] | None:
+    """One simultaneous round of k-core filtering for one user.
+
+    The user is dropped (None) when it has fewer than `min_count` events;
+    otherwise the events of items with fewer than `min_count` events go.
+    Repeating rounds until nothing changes gives the unique k-core, whatever the
+    order in which users are visited.
+    """
+    if len(items) < min_count:
+        return None
+    return [item for item in items if item_counts[item] >= min_count]
+
+
+def pad_left(ids: Sequence[int], max_len: int) -> list[int]:
+    """The last `max_len` ids, left-padded with `PADDING_ID` to `max_len`."""
+    ids = list(ids[-max_len:])
+    return [schema.PADDING_ID] * (max_len - len(ids)) + ids
+
+
+def split_examples(item_ids: Sequence[int], max_len: int) -> dict[str, dict]:
+    """Leave-one-out examples of one user, as feature dicts by split.
+
+    For s_1..s_n: test predicts s_n from s_1..s_{n-1}, valid predicts s_{n-1}
+    from s_1..s_{n-2}, and train uses s_1..s_{n-3} with every position t
+    predicting s_{t+1}. A split whose input would be empty is left out.
+    """
+    n = len(item_ids)
+    examples = {}
+    for split, cut in ((schema.TRAIN, n - 2), (schema.VALID, n - 1), (schema.TEST, n)):
+        if cut < 2:
+            continue  # No input left for this split.
+        inputs, targets = item_ids[: cut - 1], item_ids[1:cut]
+        features = {
+            schema.INPUT_IDS: pad_left(inputs, max_len),
+            schema.TARGET_IDS: pad_left(targets, max_len),
+            schema.TARGET: targets[-1],
+            schema.HISTORY: list(inputs),
+        }
+        if split == schema.TRAIN:
+            features[schema.USER_ITEMS] = sorted(set(item_ids))
+        examples[split] = features
+    return examples
+
+
+def encode_example(user_id: int, features: Mapping[str, object]) -> bytes:
+    """Serialize one split's features as a `tf.train.Example`."""
+    from tensorflow.core.example import example_pb2
+
+    example = example_pb2.Example()
+    feature = example.features.feature
+    feature[schema.USER_ID].int64_list.value.append(user_id)
+    for key, value in features.items():
+        values = value if isinstance(value, list) else [value]
+        feature[key].int64_list.value.extend(values)
+    return example.SerializeToString()
+
+
+def dataset_stats(num_users: int, num_items: int, num_events: int) -> dict:
+    """The paper's dataset table: size, average length and sparsity."""
+    cells = num_users * num_items
+    return {
+        "users": num_users,
+        "items": num_items,
+        "events": num_events,
+        "avg_length": round(num_events / num_users, 4) if num_users else 0.0,
+        "sparsity": round(1.0 - num_events / cells, 6) if cells else 1.0,
+    }
+
+
+def assemble_stats(
+    *,
+    config: Mapping[str, object],
+    counters: Mapping[str, int],
+    kcore: Mapping[str, int],
+    final: Mapping[str, int],
+    examples: Mapping[str, int],
+    item_attributes: Mapping[str, int] | None = None,
+) -> dict:
+    """`stats.json`, with the same keys from every implementation."""
+    stats = dict(config)
+    stats.update({k: int(counters.get(k, 0)) for k in COUNTERS})
+    stats["kcore"] = {k: int(kcore.get(k, 0)) for k in KCORE_KEYS}
+    stats.update(dataset_stats(final["users"], final["items"], final["events"]))
+    stats["examples"] = {s: int(examples.get(s, 0)) for s in schema.SPLITS}
+    if item_attributes is not None:
+        stats["item_attributes"] = dict(item_attributes)
+    stats["schema_version"] = schema.SCHEMA_VERSION
+    return stats
+
+
+# Counters of the reading stage, in stats.json.
+COUNTERS = (
+    "lines_read",
+    "blank_lines",
+    "malformed_lines",
+    "events_read",
+    "dropped_by_rating",
+    "duplicate_events",
+)
+KCORE_KEYS = ("rounds", "users_removed", "items_removed", "events_removed")
+
+
+def attribute_stats(rekeyed: Mapping[str, Sequence[object]], num_items: int) -> dict:
+    attributes = {a for values in rekeyed.values() for a in values}
+    return {
+        "items_with_attributes": sum(1 for v in rekeyed.values() if v),
+        "items_without_attributes": num_items - sum(1 for v in rekeyed.values() if v),
+        "attributes": len(attributes),
+    }
+
+
+def rekey_attributes(
+    raw_attributes: Mapping[str, Sequence[object]], items: Sequence[str]
+) -> dict[str, list]:
+    """Attributes keyed by new item id (1-based position in `items`)."""
+    return {
+        str(i): list(raw_attributes[item])
+        for i, item in enumerate(items, start=1)
+        if item in raw_attributes
+    }

@@ -1,0 +1,39 @@
+"""GenNi: sequential recommendation trained with model-generated negatives."""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+# The stack is pinned by the design card; Beam workers (Dataflow, Flink) install
+# the same set through `--setup_file ./setup.py`.
+INSTALL_REQUIRES = [
+    "tensorflow==2.21.0",
+    "tf-keras==2.21.0",
+    "tensorflow-recommenders==0.7.7",
+    "keras-tuner==1.4.8",
+    "apache-beam[tfrecord]==2.77.0",
+    "google-crc32c>=1.5",
+    "tensorflow-serving-api==2.21.0",
+    "tensorboard==2.21.0",
+    "numpy>=1.26",
+    "tqdm>=4.66",
+]
+
+EXTRAS_REQUIRE = {
+    "dev": ["pytest>=8", "ruff>=0.6"],
+    # Runners beyond the DirectRunner.
+    "gcp": ["apache-beam[gcp]==2.77.0"],
+}
+
+setup(
+    name="genni",
+    version="0.1.0",
+    description=__doc__,
+    long_description=Path("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["pipeline*", "models*", "components*"]),
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+    entry_points={"console_scripts": ["genni=pipeline.cli:main"]},
+)

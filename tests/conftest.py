@@ -1,0 +1,32 @@
+"""Test setup: Keras 2 for TFRS, quiet TensorFlow, small data made on the fly."""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import gzip
+import json
+
+import pytest
+
+
+def review(user: str, item: str, t: int, rating: float = 5.0) -> str:
+    return json.dumps(
+        {"reviewerID": user, "asin": item, "overall": rating, "unixReviewTime": t}
+    )
+
+
+@pytest.fixture
+def write_log(tmp_path):
+    """Write lines to a (gzip) file under tmp_path; returns its path."""
+
+    def write(lines, name="reviews.json.gz"):
+        path = tmp_path / name
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(path, "wt", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line + "\n")
+        return str(path)
+
+    return write
