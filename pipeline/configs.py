@@ -10,7 +10,7 @@ import dataclasses
 
 from pipeline import formats, schema
 
-DEFAULT_MAX_KCORE_ROUNDS = 50
+DEFAULT_MAX_KCORE_ROUNDS = 30
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,9 +2,11 @@
 
 Steps, each a labelled composite transform:
 
-1. `ReadLogs`: every line of every input file, with its file name.
-2. `ParseReviews`: one `ParseReviewFn` per line; events with rating <= --min-rating
-   are dropped, malformed lines go to the dead-letter output with their reason.
+1. `ReadLogs`: the lines of every input file (plain or compressed), in chunks,
+   with the file name, reshuffled so that parsing spreads over workers.
+2. `ParseReviews`: `ParseReviewFn` parses each line; events with rating <=
+   --min-rating are dropped, malformed lines go to the dead-letter output with
+   their reason.
 3. `BuildUserSequences`: group by user, drop exact duplicate events, order by
    (timestamp, raw item id).
 4. `KCoreFilter`: simultaneous rounds of user and item filtering, unrolled up to
@@ -14,8 +16,10 @@ Steps, each a labelled composite transform:
 6. `EncodeExamples`: leave-one-out split and `tf.train.Example`s per split.
 7. Writers for the TFRecords, vocabularies, sequences, dead letters and stats.
 
-Users travel in batches (`beam.BatchElements`) after grouping, so the per-user
-work is plain Python and the per-element cost of the runner is paid per batch.
+Users travel in batches after grouping (`beam.BatchElements`, each packed into
+one `user<TAB>items` text block), so the per-user work is plain Python, the
+runner's per-element cost is paid per batch, and the k-core rounds move compact
+strings between stages.
 The pipeline writes into a staging directory; `run` moves it into place only when
 the run has succeeded and its statistics are sane.
 
@@ -34,6 +38,8 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import apache_beam as beam
 from apache_beam import pvalue
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -49,10 +55,12 @@ DEAD_LETTER = "dead_letter"
 STATS = "stats"
 REMOVED = "removed"
 
+CHUNK_LINES = 2000
+READ_BLOCK_BYTES = 1 << 22
 MIN_BATCH = 64
 MAX_BATCH = 2048
 
-UserBatch = list  # [(raw user id, [raw item, ...]), ...]
+UserBatch = str  # sequences.pack_users([(raw user id, [raw item, ...]), ...])
 
 
 def _stat(key: str, value: int) -> pvalue.TaggedOutput:
@@ -106,8 +114,55 @@ class MinPerKeyFn(beam.CombineFn):
         return acc
 
 
+class ReadLineChunksFn(beam.DoFn):
+    """A matched file -> (file name, [line, ...]) chunks of `chunk_lines` lines.
+
+    Reading whole blocks and splitting them in Python is several times cheaper
+    than one runner element per line; a compressed file could not be split
+    between workers anyway, and the chunks are spread by the reshuffle after.
+    """
+
+    def __init__(self, chunk_lines: int = CHUNK_LINES):
+        self._chunk_lines = chunk_lines
+
+    def process(self, readable: fileio.ReadableFile) -> Iterator[tuple[str, list]]:
+        path = readable.metadata.path
+        tail = b""
+        chunk: list[str] = []
+        with readable.open(compression_type=CompressionTypes.AUTO) as f:
+            while block := f.read(READ_BLOCK_BYTES):
+                lines = (tail + block).split(b"\n")
+                tail = lines.pop()
+                chunk.extend(line.decode("utf-8").rstrip("\r") for line in lines)
+                while len(chunk) >= self._chunk_lines:
+                    yield path, chunk[: self._chunk_lines]
+                    chunk = chunk[self._chunk_lines :]
+        if tail:
+            chunk.append(tail.decode("utf-8").rstrip("\r"))
+        if chunk:
+            yield path, chunk
+
+
+class ReadLogs(beam.PTransform):
+    """Every line of every file matching `pattern`, as (file, [lines]) chunks."""
+
+    def __init__(self, pattern: str, chunk_lines: int = CHUNK_LINES):
+        super().__init__()
+        self._pattern = pattern
+        self._chunk_lines = chunk_lines
+
+    def expand(self, p: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            p
+            | "Match" >> fileio.MatchFiles(self._pattern)
+            | "Open" >> fileio.ReadMatches()
+            | "Chunks" >> beam.ParDo(ReadLineChunksFn(self._chunk_lines))
+            | "Spread" >> beam.Reshuffle()
+        )
+
+
 class ParseReviewFn(beam.DoFn):
-    """(file, line) -> (user, (timestamp, item, rating)); bad lines to dead letter.
+    """(file, lines) -> (user, (timestamp, item, rating)); bad lines to dead letter.
 
     Counts are kept per bundle and emitted once in `finish_bundle`, to the
     `stats` output and to Beam metrics.
@@ -123,33 +178,34 @@ class ParseReviewFn(beam.DoFn):
     def start_bundle(self) -> None:
         self._counts: collections.Counter = collections.Counter()
 
-    def process(self, element: tuple[str, str]) -> Iterator:
-        path, line = element
+    def process(self, element: tuple[str, list[str]]) -> Iterator:
+        path, lines = element
         counts = self._counts
-        counts["lines_read"] += 1
-        if not line.strip():
-            counts["blank_lines"] += 1
-            return
-        try:
-            events = list(self._parse(line))
-        except formats.MalformedRecord as e:
-            counts["malformed_lines"] += 1
-            _LOG.debug("Malformed line in %s: %s", path, e.reason)
-            yield pvalue.TaggedOutput(
-                DEAD_LETTER, formats.dead_letter_record(path, line, e.reason)
-            )
-            return
         min_rating = self._min_rating
-        for event in events:
-            counts["events_read"] += 1
-            if (
-                min_rating is not None
-                and event.rating is not None
-                and event.rating <= min_rating
-            ):
-                counts["dropped_by_rating"] += 1
+        counts["lines_read"] += len(lines)
+        for line in lines:
+            if not line.strip():
+                counts["blank_lines"] += 1
                 continue
-            yield event.user, (event.timestamp, event.item, event.rating)
+            try:
+                events = list(self._parse(line))
+            except formats.MalformedRecord as e:
+                counts["malformed_lines"] += 1
+                _LOG.debug("Malformed line in %s: %s", path, e.reason)
+                yield pvalue.TaggedOutput(
+                    DEAD_LETTER, formats.dead_letter_record(path, line, e.reason)
+                )
+                continue
+            for event in events:
+                counts["events_read"] += 1
+                if (
+                    min_rating is not None
+                    and event.rating is not None
+                    and event.rating <= min_rating
+                ):
+                    counts["dropped_by_rating"] += 1
+                    continue
+                yield event.user, (event.timestamp, event.item, event.rating)
 
     def finish_bundle(self) -> Iterator:
         for key, value in self._counts.items():
@@ -199,14 +255,37 @@ class BuildUserSequences(beam.PTransform):
             | "Order"
             >> beam.ParDo(OrderUserEventsFn()).with_outputs(STATS, main="users")
         )
-        batches = ordered.users | "Batch" >> beam.BatchElements(
-            min_batch_size=MIN_BATCH, max_batch_size=MAX_BATCH
+        batches = (
+            ordered.users
+            | "Batch"
+            >> beam.BatchElements(min_batch_size=MIN_BATCH, max_batch_size=MAX_BATCH)
+            | "Pack" >> beam.Map(sequences.pack_users)
         )
         return {"batches": batches, STATS: ordered[STATS]}
 
 
 def _count_items(batch: UserBatch) -> Iterator[dict]:
-    yield collections.Counter(item for _, items in batch for item in items)
+    yield collections.Counter(
+        item for _, items in sequences.unpack_users(batch) for item in items
+    )
+
+
+def pack_counts(counts: Mapping[str, int]) -> str:
+    """Item counts as one `item<TAB>count` text block.
+
+    Side inputs are cached by the runner, which measures the deep size of every
+    cached object; one string is measured in O(1), a large dict is walked.
+    """
+    return "\n".join(f"{item}\t{n}" for item, n in counts.items())
+
+
+def unpack_counts(block: str) -> dict[str, int]:
+    counts = {}
+    for line in block.split("\n"):
+        if line:
+            item, _, n = line.partition("\t")
+            counts[item] = int(n)
+    return counts
 
 
 class KCoreRoundFn(beam.DoFn):
@@ -215,7 +294,7 @@ class KCoreRoundFn(beam.DoFn):
     Side inputs are the item counts before filtering and the `(round, removed
     item counts)` of every earlier round, so the current counts are derived
     without a global step per round. A round after one that removed nothing has
-    nothing to do and passes batches through.
+    nothing to do and passes batches through untouched.
     """
 
     def __init__(self, min_count: int, round_index: int):
@@ -223,24 +302,20 @@ class KCoreRoundFn(beam.DoFn):
         self._round = round_index
 
     def setup(self) -> None:
-        self._cache_key: tuple = ()
-        self._counts: Mapping[str, int] = {}
+        self._sources: tuple = ()
+        self._counts: dict[str, int] = {}
 
-    def _current_counts(self, initial: Mapping[str, int], removed: list) -> Mapping:
-        key = (id(initial), id(removed), len(removed))
-        if key != self._cache_key:
-            total: collections.Counter = collections.Counter()
-            for _, counts in removed:
-                total.update(counts)
-            current = dict(initial)
-            for item, n in total.items():
-                current[item] -= n
-            self._cache_key, self._counts = key, current
+    def _current_counts(self, initial: str, removed: list) -> dict[str, int]:
+        sources = (initial, tuple(removed))
+        if sources != self._sources:  # Once per worker, not per batch.
+            counts = unpack_counts(initial)
+            for _, block in removed:
+                for item, n in unpack_counts(block).items():
+                    counts[item] -= n
+            self._sources, self._counts = sources, counts
         return self._counts
 
-    def process(
-        self, batch: UserBatch, initial: Mapping[str, int], removed: list
-    ) -> Iterator:
+    def process(self, batch: UserBatch, initial: str, removed: list) -> Iterator:
         if self._round > 2 and not any(r == self._round - 1 for r, _ in removed):
             yield batch  # The previous round changed nothing: converged.
             return
@@ -248,7 +323,7 @@ class KCoreRoundFn(beam.DoFn):
         k = self._min_count
         kept = []
         dropped: collections.Counter = collections.Counter()
-        for user, items in batch:
+        for user, items in sequences.unpack_users(batch):
             survivors = sequences.kcore_round(items, item_counts, k)
             if survivors is None:
                 dropped.update(items)
@@ -258,20 +333,20 @@ class KCoreRoundFn(beam.DoFn):
             if survivors:
                 kept.append((user, survivors))
         if dropped:
-            yield pvalue.TaggedOutput(REMOVED, (self._round, dropped))
+            yield pvalue.TaggedOutput(REMOVED, (self._round, pack_counts(dropped)))
         if kept:
-            yield kept
+            yield sequences.pack_users(kept)
 
 
-def _round_stat(removed: tuple[int, Mapping[str, int]]) -> tuple[str, int]:
-    round_index, counts = removed
-    return f"kcore_removed_round_{round_index}", sum(counts.values())
+def _round_stat(removed: tuple[int, str]) -> tuple[str, int]:
+    round_index, block = removed
+    return f"kcore_removed_round_{round_index}", sum(unpack_counts(block).values())
 
 
 class KCoreFilter(beam.PTransform):
     """Iterative k-core of users and items, unrolled to `max_rounds` + 1 rounds.
 
-    The item counts before filtering are one dictionary (the size of the
+    The item counts before filtering are one text block (the size of the
     catalog) read as a side input, together with what every earlier round
     removed. Returns `batches` (the kept users) and `stats` (item count before,
     events removed per round).
@@ -287,6 +362,7 @@ class KCoreFilter(beam.PTransform):
             batches
             | "CountItems" >> beam.FlatMap(_count_items)
             | "SumCounts" >> beam.CombineGlobally(CounterSumFn())
+            | "PackCounts" >> beam.Map(pack_counts)
         )
         removed = initial | "NothingRemoved" >> beam.FlatMap(lambda _: [])
         for r in range(1, self._max_rounds + 2):
@@ -299,7 +375,7 @@ class KCoreFilter(beam.PTransform):
             batches = result.kept
         stats = removed | "RoundStats" >> beam.Map(_round_stat)
         initial_stats = initial | "ItemsBefore" >> beam.Map(
-            lambda c: ("kcore_items_before", len(c))
+            lambda block: ("kcore_items_before", len(unpack_counts(block)))
         )
         return {
             "batches": batches,
@@ -310,7 +386,7 @@ class KCoreFilter(beam.PTransform):
 def _first_appearance(batch: UserBatch) -> Iterator[dict]:
     """{item: (user, position)} of each item's first event within the batch."""
     first: dict = {}
-    for user, items in sorted(batch):
+    for user, items in sorted(sequences.unpack_users(batch)):
         for position, item in enumerate(items):
             if item not in first:
                 first[item] = (user, position)
@@ -323,7 +399,8 @@ class AssignIds(beam.PTransform):
     def expand(self, batches: beam.PCollection) -> dict[str, beam.PCollection]:
         users = (
             batches
-            | "UserIds" >> beam.FlatMap(lambda b: [user for user, _ in b])
+            | "UserIds"
+            >> beam.FlatMap(lambda b: [u for u, _ in sequences.unpack_users(b)])
             | "AllUsers" >> beam.combiners.ToList()
             | "SortUsers" >> beam.Map(sorted)
         )
@@ -348,7 +425,7 @@ class EncodeExamplesFn(beam.DoFn):
 
     def process(self, batch: UserBatch, users: list[str], items: list[str]) -> Iterator:
         user_ids, item_ids = self._lookups(users, items)
-        for user, raw_items in batch:
+        for user, raw_items in sequences.unpack_users(batch):
             ids = [item_ids[i] for i in raw_items]
             self._counts["events"] += len(ids)
             for split, features in sequences.split_examples(ids, self._max_len).items():
@@ -373,17 +450,14 @@ class EncodeExamplesFn(beam.DoFn):
             yield _stat(key, value)
 
 
-def _sequence_lines(batch: UserBatch) -> Iterator[tuple[str, str]]:
-    for user, items in batch:
-        yield user, f"{user}\t{' '.join(items)}"
-
-
 def _write_lines(lines: list[str], path: str) -> None:
     outputs.write_text(path, lines)
 
 
-def _write_sorted_lines(keyed_lines: list[tuple[str, str]], path: str) -> None:
-    outputs.write_text(path, (line for _, line in sorted(keyed_lines)))
+def _write_sequences(batches: list[UserBatch], path: str) -> None:
+    # Lines start with `user<TAB>`, and a tab sorts before any id character.
+    lines = sorted(line for batch in batches for line in batch.split("\n"))
+    outputs.write_text(path, lines)
 
 
 def _write_attributes(items: list[str], source: str, path: str) -> tuple[str, dict]:
@@ -434,7 +508,7 @@ def build_pipeline(
     join = FileSystems.join
     parsed = (
         p
-        | "ReadLogs" >> beam.io.ReadFromTextWithFilename(config.input)
+        | "ReadLogs" >> ReadLogs(config.input)
         | "ParseReviews" >> ParseReviews(fmt, config.min_rating)
     )
     users = parsed[EVENTS] | "BuildUserSequences" >> BuildUserSequences()
@@ -466,10 +540,9 @@ def build_pipeline(
     )
     _ = (
         core["batches"]
-        | "SequenceLines" >> beam.FlatMap(_sequence_lines)
         | "AllSequences" >> beam.combiners.ToList()
         | "WriteSequences"
-        >> beam.Map(_write_sorted_lines, path=join(staging, schema.SEQUENCES_FILE))
+        >> beam.Map(_write_sequences, path=join(staging, schema.SEQUENCES_FILE))
     )
     vocab_sizes = (
         vocab["users"] | "NumUsers" >> beam.Map(lambda u: ("users", len(u))),

@@ -160,3 +160,22 @@ def rekey_attributes(
         for i, item in enumerate(items, start=1)
         if item in raw_attributes
     }
+
+
+def pack_users(users: Iterable[tuple[str, Sequence[str]]]) -> str:
+    """Users and their items as one compact text block.
+
+    One line per user, `user<TAB>item item ...`: the `sequences.tsv` layout. Ids
+    never hold white space (the parsers reject it), so the block is unambiguous,
+    and a runner moves it between stages as a single string.
+    """
+    return "\n".join(f"{user}\t{' '.join(items)}" for user, items in users)
+
+
+def unpack_users(block: str) -> list[tuple[str, list[str]]]:
+    """Inverse of `pack_users`."""
+    users = []
+    for line in block.split("\n"):
+        user, _, items = line.partition("\t")
+        users.append((user, items.split()))
+    return users

@@ -1,22 +1,49 @@
 """Each Beam transform of `genni preprocess`, in memory (TestPipeline + assert_that)."""
 
 import collections
+import gzip
 import json
+import os
 
 import apache_beam as beam
 import tensorflow as tf
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import formats, inmemory, preprocess, schema
+from pipeline import formats, inmemory, preprocess, schema, sequences
 from tests.conftest import review
 
 
 def _users(batches):
-    """Flatten batches of (user, items) into (user, items-tuple) pairs."""
+    """Flatten packed batches into (user, items-tuple) pairs."""
     return batches | "Unbatch" >> beam.FlatMap(
-        lambda batch: [(user, tuple(items)) for user, items in batch]
+        lambda batch: [(u, tuple(items)) for u, items in sequences.unpack_users(batch)]
     )
+
+
+def test_read_logs_chunks_plain_and_gzip_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(preprocess, "READ_BLOCK_BYTES", 7)  # Lines span blocks.
+    lines = [f"line number {i}" for i in range(11)]
+    (tmp_path / "a.txt").write_text("\r\n".join(lines[:5]))  # CRLF, no final EOL
+    with gzip.open(tmp_path / "b.txt.gz", "wt") as f:
+        f.write("\n".join(lines[5:]) + "\n")
+    with BeamTestPipeline() as p:
+        chunks = p | preprocess.ReadLogs(str(tmp_path / "*"), chunk_lines=2)
+        assert_that(
+            chunks
+            | beam.FlatMap(lambda c: [(os.path.basename(c[0]), line) for line in c[1]]),
+            equal_to(
+                [("a.txt", x) for x in lines[:5]] + [("b.txt.gz", x) for x in lines[5:]]
+            ),
+        )
+        assert_that(
+            chunks
+            | "Sizes" >> beam.Map(lambda c: len(c[1]) <= 2)
+            | "All" >> beam.combiners.ToList()
+            | beam.Map(all),
+            equal_to([True]),
+            label="ChunkSizes",
+        )
 
 
 def _summed(stats):
@@ -29,11 +56,8 @@ def _summed(stats):
 
 def test_parse_reviews_routes_bad_lines_and_counts():
     lines = [
-        ("f", review("u1", "i1", 10, rating=5.0)),
-        ("f", review("u1", "i2", 11, rating=2.0)),
-        ("f", "not json"),
-        ("f", ""),
-        ("f", json.dumps({"asin": "i1"})),
+        ("f", [review("u1", "i1", 10, rating=5.0), review("u1", "i2", 11, rating=2.0)]),
+        ("f", ["not json", "", json.dumps({"asin": "i1"})]),
     ]
     with BeamTestPipeline() as p:
         out = (
@@ -94,7 +118,11 @@ def test_kcore_filter_cascades_over_rounds():
         ("u4", ["d"]),
     ]
     with BeamTestPipeline() as p:
-        out = p | beam.Create([batch]) | preprocess.KCoreFilter(2, max_rounds=4)
+        out = (
+            p
+            | beam.Create([sequences.pack_users(batch)])
+            | preprocess.KCoreFilter(2, max_rounds=4)
+        )
         assert_that(
             _users(out["batches"]), equal_to([("u1", ("a", "b")), ("u2", ("a", "b"))])
         )
@@ -121,7 +149,9 @@ def test_kcore_filter_matches_the_in_memory_core_whatever_the_batching():
     with BeamTestPipeline() as p:
         out = (
             p
-            | beam.Create([pairs[i : i + 3] for i in range(0, len(pairs), 3)])
+            | beam.Create(
+                [sequences.pack_users(pairs[i : i + 3]) for i in range(0, 40, 3)]
+            )
             | preprocess.KCoreFilter(3, max_rounds=10)
         )
         assert_that(
@@ -131,7 +161,10 @@ def test_kcore_filter_matches_the_in_memory_core_whatever_the_batching():
 
 
 def test_assign_ids_first_appearance_over_sorted_users():
-    batches = [[("u2", ["z", "a"]), ("u1", ["b", "z"])], [("u3", ["a", "c"])]]
+    batches = [
+        sequences.pack_users([("u2", ["z", "a"]), ("u1", ["b", "z"])]),
+        sequences.pack_users([("u3", ["a", "c"])]),
+    ]
     with BeamTestPipeline() as p:
         vocab = p | beam.Create(batches) | preprocess.AssignIds()
         assert_that(vocab["users"], equal_to([["u1", "u2", "u3"]]), label="Users")
@@ -142,7 +175,9 @@ def test_assign_ids_first_appearance_over_sorted_users():
 def test_encode_examples_by_split():
     users = ["u1", "u2"]
     items = ["a", "b", "c", "d"]
-    batch = [("u2", ["a", "b", "c", "d"]), ("u1", ["d", "c", "b"])]
+    batch = sequences.pack_users(
+        [("u2", ["a", "b", "c", "d"]), ("u1", ["d", "c", "b"])]
+    )
 
     def decode(serialized):
         parsed = tf.io.parse_single_example(
