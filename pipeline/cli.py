@@ -88,6 +88,42 @@ def _stats(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+def _train(args: argparse.Namespace, extra: list[str]) -> int:
+    if extra:
+        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
+    from pipeline import train, train_args
+
+    config = train_args.config_from_args(args)
+    result = train.train(config, resume=args.resume, verbose=0 if args.quiet else 1)
+    print(format_metrics(result))
+    print(f"Metrics: {os.path.join(config.output, train.METRICS_FILE)}")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace, extra: list[str]) -> int:
+    if extra:
+        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
+    from pipeline import train
+
+    metrics = train.evaluate(args.run, args.data, args.split)
+    print(json.dumps(metrics, indent=2) if args.json else format_table(metrics))
+    return 0
+
+
+def format_table(metrics: dict) -> str:
+    names = [n for n in metrics if n != "MRR"] + ["MRR"]
+    return "  " + "  ".join(f"{n} {metrics[n]:.2f}" for n in names)
+
+
+def format_metrics(result: dict) -> str:
+    return (
+        f"Best epoch {result['best_epoch']} of {result['epochs_run']} "
+        f"({result['seconds_per_epoch']:.1f} s per epoch)\n"
+        f"valid (%):\n{format_table(result['valid'])}\n"
+        f"test (%):\n{format_table(result['test'])}"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="genni",
@@ -119,6 +155,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     synthetic.add_arguments(p)
     p.set_defaults(handler=_synth)
+
+    from pipeline import train_args
+
+    p = commands.add_parser(
+        "train",
+        help="Train SASRec with uniform, popularity or GenNi negatives.",
+        description="Train SASRec (TFRS retrieval model) on the output of `genni "
+        "preprocess`, early-stopping on validation NDCG@10, and test the best "
+        "epoch. Defaults are the paper's SASRec_GenNi.",
+    )
+    train_args.add_arguments(p)
+    p.set_defaults(handler=_train)
+
+    p = commands.add_parser(
+        "evaluate", help="Full-ranking metrics of a trained run on a split."
+    )
+    p.add_argument("--run", required=True, help="Run directory of `genni train`.")
+    p.add_argument("--data", default=None, help="Dataset (default: the run's).")
+    p.add_argument("--split", default=schema.TEST, choices=schema.SPLITS[1:])
+    p.add_argument("--json", action="store_true", help="Print JSON.")
+    p.set_defaults(handler=_evaluate)
 
     p = commands.add_parser(
         "stats", help="Print the statistics of a preprocessed dataset."

@@ -58,3 +58,90 @@ class PreprocessConfig:
             raise ValueError(
                 "`min_rating` needs ratings, and the sequences format has none."
             )
+
+
+SAMPLERS = ("uniform", "popularity", "genni")
+LOSSES = ("bce", "bpr", "softmax")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one training run (defaults: the paper's SASRec_GenNi).
+
+    Model: `hidden_size`, `num_layers`, `num_heads`, `dropout`,
+    `attention_dropout`. Sampler: `sampler`, `num_negatives` (k), `alpha`,
+    `beta`, `beta_growth` (m of the growing schedule; None keeps beta fixed),
+    `alpha_step` (self-adjusted alpha; None keeps it fixed), `gamma`
+    (popularity exponent), `exclude_seen` (uniform/popularity never draw the
+    user's items), `max_logits` (GenNi memory bound). Training: `loss`,
+    `epochs`, `patience` (epochs without a better valid NDCG@10),
+    `eval_every`, `batch_size`, `learning_rate`, `seed`.
+    """
+
+    data: str
+    output: str
+    sampler: str = "genni"
+    num_negatives: int = 1
+    alpha: float = 2.5
+    beta: float = 1.0
+    beta_growth: float | None = None
+    alpha_step: float | None = None
+    gamma: float = 1.0
+    exclude_seen: bool = False
+    max_logits: int = 1 << 24
+    loss: str = "bce"
+    epochs: int = 200
+    patience: int = 40
+    eval_every: int = 1
+    batch_size: int = 256
+    learning_rate: float = 1e-3
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 2
+    dropout: float = 0.5
+    attention_dropout: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise ValueError(
+                f"`sampler` must be one of {SAMPLERS}. Got {self.sampler!r}."
+            )
+        if self.loss not in LOSSES:
+            raise ValueError(f"`loss` must be one of {LOSSES}. Got {self.loss!r}.")
+        for name in ("num_negatives", "epochs", "patience", "eval_every", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"`{name}` must be at least 1. Got {getattr(self, name)}."
+                )
+        if self.alpha < 0:
+            raise ValueError(f"`alpha` must be non-negative. Got {self.alpha}.")
+        if not 0.0 < self.beta <= 1.0:
+            raise ValueError(f"`beta` must be in (0, 1]. Got {self.beta}.")
+        if self.beta_growth is not None and self.beta_growth <= 0:
+            raise ValueError(f"`beta_growth` must be positive. Got {self.beta_growth}.")
+        if self.alpha_step is not None and self.alpha_step <= 0:
+            raise ValueError(f"`alpha_step` must be positive. Got {self.alpha_step}.")
+        if self.sampler != "genni" and (self.alpha_step or self.beta_growth):
+            raise ValueError(
+                "--self-adjust-alpha and --beta-schedule need --sampler genni."
+            )
+        if self.sampler == "genni" and self.exclude_seen:
+            raise ValueError(
+                "--exclude-seen applies to the uniform and popularity samplers."
+            )
+        if self.learning_rate <= 0:
+            raise ValueError(
+                f"`learning_rate` must be positive. Got {self.learning_rate}."
+            )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"Unknown training settings: {', '.join(unknown)}.")
+        return cls(**values)

@@ -87,6 +87,7 @@ class DatasetInfo:
     num_users: int
     num_items: int
     max_len: int
+    num_train_examples: int | None = None
 
     @property
     def vocab_size(self) -> int:
@@ -107,4 +108,5 @@ class DatasetInfo:
             num_users=int(stats["users"]),
             num_items=int(stats["items"]),
             max_len=int(stats["max_len"]),
+            num_train_examples=stats.get("examples", {}).get(TRAIN),
         )

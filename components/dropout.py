@@ -1,0 +1,45 @@
+"""Dropout whose random stream is part of the model's checkpoint."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+@tf.keras.utils.register_keras_serializable(package="genni")
+class CheckpointedDropout(tf.keras.layers.Layer):
+    """Inverted dropout drawing from a `tf.random.Generator` the layer owns.
+
+    Keras' own Dropout keeps its random state outside checkpoints, so a run
+    resumed from a checkpoint would drop different units than an uninterrupted
+    one. Here the generator state is a tracked variable: save, restore, and the
+    masks continue exactly.
+
+    Args:
+        rate: fraction of units dropped while training, in [0, 1).
+        seed: generator seed (None: non-deterministic).
+    """
+
+    def __init__(self, rate: float, seed: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"`rate` must be in [0, 1). Got {rate}.")
+        self.rate = rate
+        self.seed = seed
+        with tf.init_scope():
+            self.generator = (
+                tf.random.Generator.from_seed(seed)
+                if seed is not None
+                else tf.random.Generator.from_non_deterministic_state()
+            )
+
+    def call(self, inputs: tf.Tensor, training: bool = False) -> tf.Tensor:
+        if not training or self.rate == 0.0:
+            return inputs
+        keep = self.generator.uniform(tf.shape(inputs), dtype=inputs.dtype) >= self.rate
+        scale = tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
+        return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(rate=self.rate, seed=self.seed)
+        return config

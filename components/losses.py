@@ -1,0 +1,48 @@
+"""Losses over positives and sampled negatives, and the full-softmax reference.
+
+All take logits (h_t . e_i) and return the mean over positions.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+LOSSES = ("bce", "bpr", "softmax")
+
+
+def bce_loss(positive_logits: tf.Tensor, negative_logits: tf.Tensor) -> tf.Tensor:
+    """NCE / binary cross-entropy with k negatives (the paper's loss).
+
+    mean_n [ -log sigmoid(pos_n) - sum_j log(1 - sigmoid(neg_nj)) ]
+
+    Args:
+        positive_logits: [N].
+        negative_logits: [N, k].
+    """
+    per_position = tf.nn.softplus(-positive_logits) + tf.reduce_sum(
+        tf.nn.softplus(negative_logits), axis=-1
+    )
+    return tf.reduce_mean(per_position)
+
+
+def bpr_loss(positive_logits: tf.Tensor, negative_logits: tf.Tensor) -> tf.Tensor:
+    """Sequential BPR with k negatives, averaged over the negatives.
+
+    mean_n mean_j -log sigmoid(pos_n - neg_nj)
+    """
+    margins = positive_logits[:, None] - negative_logits
+    return tf.reduce_mean(tf.nn.softplus(-margins))
+
+
+def softmax_loss(logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+    """Full-softmax cross-entropy over the catalog (the reference ceiling).
+
+    Args:
+        logits: [N, num_items + 1]; column 0 (padding) is ignored.
+        targets: [N] item ids.
+    """
+    mask = tf.one_hot(0, tf.shape(logits)[-1], on_value=True, off_value=False)
+    logits = tf.where(mask[None, :], tf.constant(-1e9, logits.dtype), logits)
+    return tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
+    )

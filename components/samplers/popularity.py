@@ -1,0 +1,81 @@
+"""Popularity negatives: Q(i) proportional to count(i)^gamma."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from components.samplers.base import NegativeSampler, in_rows
+
+
+@tf.keras.utils.register_keras_serializable(package="genni")
+class PopularitySampler(NegativeSampler):
+    """Negatives drawn with probability proportional to count(i)^gamma.
+
+    Args:
+        item_counts: [num_items + 1] interaction counts, index 0 (padding) unused.
+        gamma: popularity exponent; 0 is uniform, 1 follows popularity.
+        (others as `NegativeSampler`)
+
+    A draw equal to the target (or in `exclude`) is redrawn from the same law.
+    """
+
+    def __init__(
+        self,
+        num_items: int,
+        item_counts: Sequence[float],
+        gamma: float = 1.0,
+        num_negatives: int = 1,
+        seed: int | None = None,
+        **kwargs,
+    ):
+        super().__init__(num_items, num_negatives, seed, **kwargs)
+        counts = np.asarray(item_counts, dtype=np.float64)
+        if counts.shape != (num_items + 1,):
+            raise ValueError(
+                f"`item_counts` must have num_items + 1 = {num_items + 1} entries "
+                f"(index 0 is padding). Got shape {counts.shape}."
+            )
+        if gamma < 0 or np.any(counts < 0):
+            raise ValueError(
+                f"`gamma` and `item_counts` must be non-negative. Got gamma={gamma}."
+            )
+        weights = np.power(counts[1:], gamma)  # 0 ** 0 == 1: gamma 0 is uniform.
+        if not np.any(weights > 0):
+            raise ValueError("`item_counts` gives every item a zero probability.")
+        with np.errstate(divide="ignore"):
+            logits = np.log(weights).astype(np.float32)
+        self.item_counts = counts.tolist()
+        self.gamma = gamma
+        self._logits = tf.constant(logits[None, :])  # [1, V]
+
+    def call(
+        self,
+        queries: tf.Tensor,
+        targets: tf.Tensor,
+        item_embeddings: tf.Tensor | None = None,
+        exclude: tf.RaggedTensor | None = None,
+    ) -> tf.Tensor:
+        targets = tf.cast(targets, tf.int64)
+
+        def draw(shape: tf.Tensor) -> tf.Tensor:
+            flat = tf.random.stateless_categorical(
+                self._logits, tf.reduce_prod(shape), self._seed(), dtype=tf.int64
+            )
+            return tf.reshape(flat, shape) + 1
+
+        def bad(ids: tf.Tensor) -> tf.Tensor:
+            hit = ids == targets[:, None]
+            if exclude is not None:
+                hit = tf.logical_or(hit, in_rows(ids, tf.cast(exclude, tf.int64)))
+            return hit
+
+        negatives = draw(tf.stack([tf.shape(targets)[0], self.num_negatives]))
+        return self._reject(negatives, bad, draw)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(item_counts=self.item_counts, gamma=self.gamma)
+        return config

@@ -1,0 +1,120 @@
+"""The TFRS retrieval model: SASRec query tower, shared item embeddings, GenNi.
+
+Query tower: the SASRec encoder, h_t at every position. Candidate tower: the
+encoder's own item embedding table. Score: h_t . e_i. `compute_loss` draws k
+negatives per non-padding position with the configured sampler and applies the
+loss (BCE or BPR with the negatives, or the full softmax as a reference).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_recommenders as tfrs
+
+from components import losses
+from components.samplers import GenNiSampler, NegativeSampler
+from components.schedules import SelfAdjustingAlpha
+from models.sasrec import SASRecEncoder
+from pipeline import schema
+
+
+class SequentialRetrievalModel(tfrs.Model):
+    """SASRec trained with sampled (or generated) negatives.
+
+    Args:
+        encoder: the query tower; its item table is the candidate tower.
+        sampler: draws negatives; ignored by the softmax loss.
+        loss: "bce", "bpr" or "softmax".
+        exclude_seen: pass the user's items to the sampler as exclusions.
+        alpha_step: if set, alpha of a GenNi sampler self-adjusts by this step.
+    """
+
+    def __init__(
+        self,
+        encoder: SASRecEncoder,
+        sampler: NegativeSampler | None,
+        loss: str = "bce",
+        exclude_seen: bool = False,
+        alpha_step: float | None = None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if loss not in losses.LOSSES:
+            raise ValueError(f"`loss` must be one of {losses.LOSSES}. Got {loss!r}.")
+        if loss != "softmax" and sampler is None:
+            raise ValueError(f"The {loss!r} loss needs a sampler.")
+        if alpha_step is not None and not isinstance(sampler, GenNiSampler):
+            raise ValueError("A self-adjusting alpha needs the GenNi sampler.")
+        if exclude_seen and isinstance(sampler, GenNiSampler):
+            raise ValueError("`exclude_seen` applies to uniform and popularity.")
+        self.encoder = encoder
+        self.sampler = sampler
+        self.loss_name = loss
+        self.exclude_seen = exclude_seen
+        self.curriculum = None if alpha_step is None else SelfAdjustingAlpha(alpha_step)
+        self.positive_score = tf.keras.metrics.Mean("positive_score")
+        self.negative_score = tf.keras.metrics.Mean("negative_score")
+        self.alpha_metric = tf.keras.metrics.Mean("alpha")
+        self.mean_loss = tf.keras.metrics.Mean("mean_loss")
+
+    @property
+    def item_embeddings(self) -> tf.Variable:
+        return self.encoder.item_embeddings
+
+    def query_embeddings(self, input_ids: tf.Tensor) -> tf.Tensor:
+        """[B, T] ids -> [B, d] h at the last position (inference mode)."""
+        return self.encoder(input_ids, training=False)[:, -1, :]
+
+    def call(self, input_ids: tf.Tensor) -> tf.Tensor:
+        """Scores of every item ([B, num_items + 1]) for the next position."""
+        return tf.matmul(
+            self.query_embeddings(input_ids), self.item_embeddings, transpose_b=True
+        )
+
+    def train_step(self, features: dict) -> dict[str, tf.Tensor]:
+        """As `tfrs.Model.train_step`, reporting only this model's metrics."""
+        with tf.GradientTape() as tape:
+            loss = self.compute_loss(features, training=True)
+            total_loss = loss + tf.add_n([tf.constant(0.0), *self.losses])
+        gradients = tape.gradient(total_loss, self.trainable_variables)
+        self.optimizer.apply_gradients(
+            zip(gradients, self.trainable_variables, strict=True)
+        )
+        return {m.name: m.result() for m in self.metrics if m.name != "alpha"} | (
+            {"alpha": self.alpha_metric.result()}
+            if isinstance(self.sampler, GenNiSampler)
+            else {}
+        )
+
+    def compute_loss(self, features: dict, training: bool = False) -> tf.Tensor:
+        outputs = self.encoder(features[schema.INPUT_IDS], training=training)
+        targets = tf.cast(features[schema.TARGET_IDS], tf.int64)
+        at_target = targets > schema.PADDING_ID  # (B, T)
+        queries = tf.boolean_mask(outputs, at_target)  # (N, d)
+        positives = tf.boolean_mask(targets, at_target)  # (N,)
+        table = self.item_embeddings
+        if self.loss_name == "softmax":
+            logits = tf.matmul(queries, table, transpose_b=True)  # (N, V + 1)
+            loss = losses.softmax_loss(logits, positives)
+            self.mean_loss.update_state(loss)
+            self.positive_score.update_state(tf.gather(logits, positives, batch_dims=1))
+            return loss
+        exclude = None
+        if self.exclude_seen:
+            rows = tf.where(at_target)[:, 0]
+            exclude = tf.gather(features[schema.USER_ITEMS], rows)
+        negatives = self.sampler(queries, positives, table, exclude=exclude)  # (N, k)
+        positive_logits = tf.reduce_sum(queries * tf.gather(table, positives), -1)
+        negative_logits = tf.einsum("nd,nkd->nk", queries, tf.gather(table, negatives))
+        if self.loss_name == "bce":
+            loss = losses.bce_loss(positive_logits, negative_logits)
+        else:
+            loss = losses.bpr_loss(positive_logits, negative_logits)
+        self.mean_loss.update_state(loss)
+        self.positive_score.update_state(positive_logits)
+        self.negative_score.update_state(negative_logits)
+        if isinstance(self.sampler, GenNiSampler):
+            if training and self.curriculum is not None:
+                self.curriculum(self.sampler.alpha, loss)
+            self.alpha_metric.update_state(self.sampler.alpha)
+        return loss

@@ -1,0 +1,264 @@
+"""SASRec: a causal self-attention encoder of item sequences.
+
+As in the S3-Rec code the GenNi paper builds on: item + learned positional
+embeddings, layer norm and dropout, then post-norm Transformer blocks (causal
+multi-head self-attention, GELU feed-forward of width 4d, residuals and layer
+norm), weights initialised N(0, 0.02). The output h_t at every position scores
+item i as h_t . e_i with the same item embedding table (`item_embeddings`).
+
+Dropout draws from generators the layers own (`CheckpointedDropout`), so they
+are checkpointed and a resumed run continues the same random stream.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from components.dropout import CheckpointedDropout
+from pipeline import schema
+
+INITIALIZER_STDDEV = 0.02
+LAYER_NORM_EPSILON = 1e-12
+FFN_MULTIPLIER = 4
+MASK_VALUE = -1e9
+
+
+def _init(seed: int | None) -> tf.keras.initializers.Initializer:
+    """A fresh initializer per weight (a shared unseeded one repeats values)."""
+    return tf.keras.initializers.TruncatedNormal(stddev=INITIALIZER_STDDEV, seed=seed)
+
+
+def _dropout(rate: float, seed: int | None, name: str) -> CheckpointedDropout:
+    return CheckpointedDropout(rate, seed=seed, name=name)
+
+
+def _sub_seed(seed: int | None, offset: int) -> int | None:
+    return None if seed is None else seed * 1000 + offset
+
+
+@tf.keras.utils.register_keras_serializable(package="genni")
+class CausalSelfAttentionBlock(tf.keras.layers.Layer):
+    """One post-norm Transformer block with causal multi-head self-attention.
+
+    Args:
+        hidden_size: d.
+        num_heads: attention heads (d must divide evenly).
+        dropout: dropout after attention output and feed-forward.
+        attention_dropout: dropout on the attention probabilities.
+        seed: seed of the block's dropout generators.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_heads: int,
+        dropout: float = 0.5,
+        attention_dropout: float = 0.5,
+        seed: int | None = None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if hidden_size % num_heads:
+            raise ValueError(
+                f"`hidden_size` ({hidden_size}) must be a multiple of `num_heads` "
+                f"({num_heads})."
+            )
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.seed = seed
+
+        def dense(units: int, name: str, offset: int) -> tf.keras.layers.Dense:
+            return tf.keras.layers.Dense(
+                units,
+                kernel_initializer=_init(_sub_seed(seed, offset)),
+                bias_initializer="zeros",
+                name=name,
+            )
+
+        self.query = dense(hidden_size, "query", 4)
+        self.key = dense(hidden_size, "key", 5)
+        self.value = dense(hidden_size, "value", 6)
+        self.attention_output = dense(hidden_size, "attention_output", 7)
+        self.intermediate = dense(FFN_MULTIPLIER * hidden_size, "intermediate", 8)
+        self.ffn_output = dense(hidden_size, "ffn_output", 9)
+        self.attention_norm = tf.keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="attention_norm"
+        )
+        self.ffn_norm = tf.keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="ffn_norm"
+        )
+        self.probs_dropout = _dropout(attention_dropout, _sub_seed(seed, 1), "probs")
+        self.attention_dropout_layer = _dropout(dropout, _sub_seed(seed, 2), "attn_out")
+        self.ffn_dropout = _dropout(dropout, _sub_seed(seed, 3), "ffn_out")
+
+    def _split_heads(self, x: tf.Tensor) -> tf.Tensor:
+        batch, length = tf.shape(x)[0], tf.shape(x)[1]
+        head_size = self.hidden_size // self.num_heads
+        x = tf.reshape(x, [batch, length, self.num_heads, head_size])
+        return tf.transpose(x, [0, 2, 1, 3])  # (B, nh, T, hs)
+
+    def call(
+        self, x: tf.Tensor, attention_bias: tf.Tensor, training: bool = False
+    ) -> tf.Tensor:
+        """x: [B, T, d]; attention_bias: [B, 1, T, T] added to the scores."""
+        q = self._split_heads(self.query(x))  # (B, nh, T, hs)
+        k = self._split_heads(self.key(x))
+        v = self._split_heads(self.value(x))
+        head_size = self.hidden_size // self.num_heads
+        scores = tf.matmul(q, k, transpose_b=True) / head_size**0.5  # (B, nh, T, T)
+        probs = tf.nn.softmax(scores + attention_bias, axis=-1)
+        probs = self.probs_dropout(probs, training=training)
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # (B, T, nh, hs)
+        context = tf.reshape(context, tf.shape(x))  # (B, T, d)
+        attended = self.attention_dropout_layer(
+            self.attention_output(context), training=training
+        )
+        x = self.attention_norm(attended + x)
+        hidden = tf.nn.gelu(self.intermediate(x), approximate=False)
+        hidden = self.ffn_dropout(self.ffn_output(hidden), training=training)
+        return self.ffn_norm(hidden + x)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            num_heads=self.num_heads,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            seed=self.seed,
+        )
+        return config
+
+
+@tf.keras.utils.register_keras_serializable(package="genni")
+class SASRecEncoder(tf.keras.layers.Layer):
+    """Item sequences [B, T] (left-padded with 0) -> outputs h_t [B, T, d].
+
+    Args:
+        num_items: catalog size; the embedding table has num_items + 1 rows.
+        max_len: longest input (positional embeddings).
+        hidden_size: d (paper: 64).
+        num_layers: Transformer blocks (paper: 2).
+        num_heads: attention heads (paper: 2).
+        dropout: hidden dropout (S3-Rec code: 0.5).
+        attention_dropout: attention-probability dropout (S3-Rec code: 0.5).
+        seed: seed of the dropout generators.
+
+    Example:
+
+    >>> encoder = SASRecEncoder(num_items=100, max_len=5, hidden_size=8,
+    ...                         num_heads=2)
+    >>> encoder(tf.constant([[0, 0, 3, 4, 5]])).shape
+    TensorShape([1, 5, 8])
+    """
+
+    def __init__(
+        self,
+        num_items: int,
+        max_len: int = schema.DEFAULT_MAX_LEN,
+        hidden_size: int = 64,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        dropout: float = 0.5,
+        attention_dropout: float = 0.5,
+        seed: int | None = None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (
+            ("num_items", num_items),
+            ("max_len", max_len),
+            ("hidden_size", hidden_size),
+            ("num_layers", num_layers),
+            ("num_heads", num_heads),
+        ):
+            if value < 1:
+                raise ValueError(f"`{name}` must be positive. Got {value}.")
+        for name, value in (
+            ("dropout", dropout),
+            ("attention_dropout", attention_dropout),
+        ):
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1). Got {value}.")
+        self.num_items = num_items
+        self.max_len = max_len
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.seed = seed
+        self.item_embedding = tf.keras.layers.Embedding(
+            num_items + 1,
+            hidden_size,
+            embeddings_initializer=_init(_sub_seed(seed, 1)),
+            name="items",
+        )
+        self.position_embedding = tf.keras.layers.Embedding(
+            max_len,
+            hidden_size,
+            embeddings_initializer=_init(_sub_seed(seed, 2)),
+            name="positions",
+        )
+        self.input_norm = tf.keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="input_norm"
+        )
+        self.input_dropout = _dropout(dropout, _sub_seed(seed, 0), "input_dropout")
+        self.blocks = [
+            CausalSelfAttentionBlock(
+                hidden_size,
+                num_heads,
+                dropout,
+                attention_dropout,
+                seed=_sub_seed(seed, 10 * (i + 1)),
+                name=f"block_{i}",
+            )
+            for i in range(num_layers)
+        ]
+
+    def build(self, input_shape) -> None:
+        self.item_embedding.build(None)
+        self.position_embedding.build(None)
+        super().build(input_shape)
+
+    @property
+    def item_embeddings(self) -> tf.Variable:
+        """The shared [num_items + 1, d] table (row 0 is padding)."""
+        if not self.item_embedding.built:
+            self.item_embedding.build(None)
+        return self.item_embedding.embeddings
+
+    def call(self, input_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """input_ids: [B, T] int, T <= max_len, left-padded -> [B, T, d]."""
+        input_ids = tf.cast(input_ids, tf.int64)
+        length = tf.shape(input_ids)[1]
+        positions = tf.range(length)
+        x = self.item_embedding(input_ids) + self.position_embedding(positions)[None]
+        x = self.input_dropout(self.input_norm(x), training=training)  # (B, T, d)
+        keys = tf.cast(input_ids > schema.PADDING_ID, x.dtype)[:, None, None, :]
+        causal = tf.linalg.band_part(tf.ones([length, length], x.dtype), -1, 0)
+        # A position attends to earlier real items; a padding position (whose
+        # output is never used) attends to itself, so no row is fully masked
+        # and nothing from later positions can leak into any output.
+        diagonal = tf.eye(length, dtype=x.dtype)[None, None]
+        allowed = tf.maximum(keys * causal[None, None], diagonal)  # (B, 1, T, T)
+        bias = (1.0 - allowed) * MASK_VALUE
+        for block in self.blocks:
+            x = block(x, bias, training=training)
+        return x
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            num_items=self.num_items,
+            max_len=self.max_len,
+            hidden_size=self.hidden_size,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            seed=self.seed,
+        )
+        return config

@@ -1,0 +1,332 @@
+"""`genni train` and `genni evaluate`: training with early stopping, resumable.
+
+A run directory holds:
+
+| path           | what                                                  |
+|----------------|-------------------------------------------------------|
+| `config.json`  | the `TrainConfig` of the run                          |
+| `checkpoints/` | model, optimizer, every random generator, per epoch   |
+| `state.json`   | progress and early stopping at the latest checkpoint  |
+| `best/`        | weights at the best validation NDCG@10                |
+| `tensorboard/` | loss, positive/negative scores, alpha, beta, metrics  |
+| `metrics.json` | config, best epoch, valid and test metrics, timings   |
+
+A killed run continues with `--resume` from its last checkpoint and ends where
+an uninterrupted run would: the batch order depends only on (seed, epoch), and
+all randomness (dropout, sampler) comes from generators saved in checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from components.metrics import RankingAccumulator, target_ranks
+from components.samplers import GenNiSampler, PopularitySampler, UniformSampler
+from components.schedules import beta_for_epoch
+from models.retrieval import SequentialRetrievalModel
+from models.sasrec import SASRecEncoder
+from pipeline import data, schema
+from pipeline.configs import TrainConfig
+
+_LOG = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+STATE_FILE = "state.json"
+METRICS_FILE = "metrics.json"
+CHECKPOINT_DIR = "checkpoints"
+BEST_DIR = "best"
+TENSORBOARD_DIR = "tensorboard"
+EVAL_BATCH_SIZE = 512
+OBJECTIVE = "NDCG@10"
+
+
+class RunExistsError(FileExistsError):
+    """The run directory already holds a run and --resume was not given."""
+
+
+def build_model(
+    config: TrainConfig, info: schema.DatasetInfo, item_counts: np.ndarray | None
+) -> SequentialRetrievalModel:
+    """The one model builder, for training, evaluation and tuning."""
+    encoder = SASRecEncoder(
+        num_items=info.num_items,
+        max_len=info.max_len,
+        hidden_size=config.hidden_size,
+        num_layers=config.num_layers,
+        num_heads=config.num_heads,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        seed=config.seed,
+        name="sasrec",
+    )
+    sampler_seed = config.seed * 7919 + 1
+    k = config.num_negatives
+    sampler: GenNiSampler | PopularitySampler | UniformSampler | None
+    if config.loss == "softmax":
+        sampler = None
+    elif config.sampler == "genni":
+        sampler = GenNiSampler(
+            info.num_items,
+            k,
+            alpha=config.alpha,
+            beta=beta_for_epoch(0, config.beta, config.beta_growth),
+            max_logits=config.max_logits,
+            seed=sampler_seed,
+        )
+    elif config.sampler == "popularity":
+        if item_counts is None:
+            raise ValueError("The popularity sampler needs item counts.")
+        sampler = PopularitySampler(
+            info.num_items, item_counts.tolist(), config.gamma, k, seed=sampler_seed
+        )
+    else:
+        sampler = UniformSampler(info.num_items, k, seed=sampler_seed)
+    model = SequentialRetrievalModel(
+        encoder,
+        sampler,
+        loss=config.loss,
+        exclude_seen=config.exclude_seen,
+        alpha_step=config.alpha_step if config.sampler == "genni" else None,
+    )
+    model.compile(optimizer=tf.keras.optimizers.Adam(config.learning_rate))
+    model(tf.zeros([1, info.max_len], tf.int64))  # Create the variables.
+    return model
+
+
+class Evaluator:
+    """Full-ranking metrics of a model on one split (cached input)."""
+
+    def __init__(self, data_dir: str, split: str, max_len: int):
+        self.split = split
+        self._batches = data.batches(
+            data.records(data_dir, split).cache(), max_len, split, EVAL_BATCH_SIZE
+        )
+        self._ranks = None
+
+    def __call__(self, model: SequentialRetrievalModel) -> dict[str, float]:
+        if self._ranks is None:
+
+            @tf.function
+            def ranks(features):
+                scores = model(features[schema.INPUT_IDS])
+                return target_ranks(
+                    scores, features[schema.TARGET], features[schema.HISTORY]
+                )
+
+            self._ranks = ranks
+        accumulator = RankingAccumulator()
+        for features in self._batches:
+            accumulator.update(self._ranks(features).numpy())
+        return accumulator.result()
+
+
+def _write_json(path: str, value: object) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _read_json(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def _initial_state() -> dict:
+    return {
+        "epoch": 0,
+        "history": [],
+        "best_epoch": None,
+        "best_objective": None,
+        "epochs_without_improvement": 0,
+        "stopped_early": False,
+        "checkpoint": None,
+    }
+
+
+def _prepare_run_dir(config: TrainConfig, resume: bool) -> dict:
+    os.makedirs(config.output, exist_ok=True)
+    config_path = os.path.join(config.output, CONFIG_FILE)
+    state_path = os.path.join(config.output, STATE_FILE)
+    if os.path.exists(config_path):
+        if not resume:
+            raise RunExistsError(
+                f"{config.output!r} already holds a run; pass --resume to continue it "
+                "or choose another --output."
+            )
+        saved = _read_json(config_path)
+        saved.pop("output", None)
+        current = config.to_dict()
+        current.pop("output")
+        changed = sorted(k for k in current if saved.get(k) != current[k])
+        if changed:
+            raise ValueError(
+                f"--resume with different settings ({', '.join(changed)}) than the "
+                f"run in {config.output!r}."
+            )
+        if os.path.exists(state_path):
+            return _read_json(state_path)
+    _write_json(config_path, config.to_dict())
+    return _initial_state()
+
+
+def train(config: TrainConfig, resume: bool = False, verbose: int = 1) -> dict:
+    """Train, early-stop on valid NDCG@10, test the best epoch; returns metrics."""
+    info = schema.DatasetInfo.load(config.data)
+    state = _prepare_run_dir(config, resume)
+    tf.keras.utils.set_random_seed(config.seed)
+    counts = (
+        data.item_counts(config.data, info.max_len, info.num_items)
+        if config.sampler == "popularity"
+        else None
+    )
+    model = build_model(config, info, counts)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    manager = tf.train.CheckpointManager(
+        checkpoint, os.path.join(config.output, CHECKPOINT_DIR), max_to_keep=2
+    )
+    best_path = os.path.join(config.output, BEST_DIR, "weights")
+    best = tf.train.Checkpoint(model=model)
+    if state["checkpoint"]:
+        checkpoint.restore(state["checkpoint"]).assert_existing_objects_matched()
+        print(f"Resumed {config.output} at epoch {state['epoch']}.")
+
+    cached_train = data.records(config.data, schema.TRAIN).cache()
+    valid = Evaluator(config.data, schema.VALID, info.max_len)
+    writer = tf.summary.create_file_writer(os.path.join(config.output, TENSORBOARD_DIR))
+    sampler = model.sampler
+    while state["epoch"] < config.epochs and not state["stopped_early"]:
+        epoch = state["epoch"]
+        record: dict = {"epoch": epoch + 1}
+        if isinstance(sampler, GenNiSampler):
+            beta = beta_for_epoch(epoch, config.beta, config.beta_growth)
+            if beta != sampler.beta:
+                sampler.beta = beta
+                model.train_function = None  # Retrace with the new shapes.
+            record["beta"] = beta
+            record["num_candidates"] = sampler.num_candidates
+        if verbose:
+            print(f"Epoch {epoch + 1}/{config.epochs}")
+        start = time.perf_counter()
+        logs = model.fit(
+            data.train_dataset(
+                cached_train,
+                info.max_len,
+                config.batch_size,
+                config.seed,
+                epoch,
+                info.num_train_examples,
+            ),
+            epochs=1,
+            verbose=verbose,
+        ).history
+        record["train_seconds"] = time.perf_counter() - start
+        for key in ("mean_loss", "positive_score", "negative_score", "alpha"):
+            if logs.get(key):
+                record[key.removeprefix("mean_")] = float(logs[key][-1])
+        if (epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs:
+            start = time.perf_counter()
+            metrics = valid(model)
+            record["eval_seconds"] = time.perf_counter() - start
+            record["valid"] = metrics
+            objective = metrics[OBJECTIVE]
+            if state["best_objective"] is None or objective > state["best_objective"]:
+                state["best_objective"] = objective
+                state["best_epoch"] = epoch + 1
+                state["epochs_without_improvement"] = 0
+                best.write(best_path)
+            else:
+                state["epochs_without_improvement"] += config.eval_every
+                if state["epochs_without_improvement"] >= config.patience:
+                    state["stopped_early"] = True
+            if verbose:
+                print(
+                    f"  valid HR@10 {metrics['HR@10']:.2f}  NDCG@10 "
+                    f"{metrics['NDCG@10']:.2f}  (best {state['best_objective']:.2f} "
+                    f"at epoch {state['best_epoch']})"
+                )
+        _log_epoch(writer, record)
+        state["history"].append(record)
+        state["epoch"] = epoch + 1
+        state["checkpoint"] = manager.save(checkpoint_number=epoch + 1)
+        _write_json(os.path.join(config.output, STATE_FILE), state)
+
+    return _finish(config, model, state, best, best_path)
+
+
+def _log_epoch(writer: tf.summary.SummaryWriter, record: dict) -> None:
+    with writer.as_default(step=record["epoch"]):
+        for key, value in record.items():
+            if isinstance(value, (int, float)) and key != "epoch":
+                tf.summary.scalar(key, value)
+        for key, value in record.get("valid", {}).items():
+            tf.summary.scalar(f"valid/{key}", value)
+    writer.flush()
+
+
+def _finish(
+    config: TrainConfig,
+    model: SequentialRetrievalModel,
+    state: dict,
+    best: tf.train.Checkpoint,
+    best_path: str,
+) -> dict:
+    best.read(best_path).assert_existing_objects_matched()
+    info = schema.DatasetInfo.load(config.data)
+    valid = Evaluator(config.data, schema.VALID, info.max_len)(model)
+    test = Evaluator(config.data, schema.TEST, info.max_len)(model)
+    history = state["history"]
+    train_s = [r["train_seconds"] for r in history]
+    eval_s = [r["eval_seconds"] for r in history if "eval_seconds" in r]
+    result = {
+        "config": config.to_dict(),
+        "best_epoch": state["best_epoch"],
+        "epochs_run": state["epoch"],
+        "stopped_early": state["stopped_early"],
+        "valid": valid,
+        "test": test,
+        "seconds_per_epoch": statistics.median(train_s) if train_s else None,
+        "seconds_per_eval": statistics.median(eval_s) if eval_s else None,
+        "sampler_over_time": [
+            {k: r[k] for k in ("epoch", "alpha", "beta", "num_candidates") if k in r}
+            for r in history
+        ],
+        "history": history,
+    }
+    _write_json(os.path.join(config.output, METRICS_FILE), result)
+    return result
+
+
+def load_run(run_dir: str, data_dir: str | None = None) -> SequentialRetrievalModel:
+    """The model of a finished (or running) run, with its best weights."""
+    config_path = os.path.join(run_dir, CONFIG_FILE)
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"{config_path} not found: is {run_dir!r} a run?")
+    values = _read_json(config_path)
+    if data_dir is not None:
+        values["data"] = data_dir
+    config = TrainConfig.from_dict(values)
+    info = schema.DatasetInfo.load(config.data)
+    counts = np.ones(info.num_items + 1) if config.sampler == "popularity" else None
+    model = build_model(config, info, counts)
+    best_path = os.path.join(run_dir, BEST_DIR, "weights")
+    if not tf.io.gfile.exists(best_path + ".index"):
+        raise FileNotFoundError(f"{run_dir!r} has no best weights yet.")
+    tf.train.Checkpoint(model=model).read(best_path).expect_partial()
+    return model
+
+
+def evaluate(run_dir: str, data_dir: str | None, split: str) -> dict[str, float]:
+    """Full-ranking metrics of a run's best weights on `split`."""
+    model = load_run(run_dir, data_dir)
+    data_dir = data_dir or _read_json(os.path.join(run_dir, CONFIG_FILE))["data"]
+    info = schema.DatasetInfo.load(data_dir)
+    return Evaluator(data_dir, split, info.max_len)(model)

@@ -1,0 +1,137 @@
+"""The flags of `genni train` (kept apart so `--help` needs no TensorFlow)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from pipeline.configs import LOSSES, SAMPLERS, TrainConfig
+
+DEFAULTS = TrainConfig(data="", output="")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = DEFAULTS
+    parser.add_argument("--data", required=True, help="Output of `genni preprocess`.")
+    parser.add_argument("--output", required=True, help="Run directory to write.")
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="JSON file of settings (e.g. the best of `genni tune`); flags given "
+        "on the command line win.",
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default=None,
+        help=f"Negative sampler (default {d.sampler}).",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help=f"GenNi sharpness, 0 = uniform (default {d.alpha}).",
+    )
+    beta = parser.add_mutually_exclusive_group()
+    beta.add_argument(
+        "--beta",
+        type=float,
+        default=None,
+        help=f"Fraction of items GenNi scores (default {d.beta}).",
+    )
+    beta.add_argument(
+        "--beta-schedule",
+        type=float,
+        default=None,
+        metavar="M",
+        dest="beta_growth",
+        help="Growing beta = min(0.001 * 10^(epoch / M), 1).",
+    )
+    parser.add_argument(
+        "--self-adjust-alpha",
+        type=float,
+        default=None,
+        metavar="STEP",
+        dest="alpha_step",
+        help="Let alpha follow the batch loss by STEP per batch.",
+    )
+    parser.add_argument(
+        "--num-negatives",
+        type=int,
+        default=None,
+        help=f"k negatives per position (default {d.num_negatives}).",
+    )
+    parser.add_argument(
+        "--gamma",
+        type=float,
+        default=None,
+        help=f"Popularity exponent (default {d.gamma}).",
+    )
+    parser.add_argument(
+        "--exclude-seen",
+        action="store_true",
+        default=None,
+        help="Uniform/popularity never draw the user's own items.",
+    )
+    parser.add_argument(
+        "--loss", choices=LOSSES, default=None, help=f"Loss (default {d.loss})."
+    )
+    parser.add_argument(
+        "--epochs", type=int, default=None, help=f"Most epochs (default {d.epochs})."
+    )
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help=f"Epochs without a better valid NDCG@10 before "
+        f"stopping (default {d.patience}).",
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        help=f"Validate every E epochs (default {d.eval_every}).",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help=f"(default {d.batch_size})"
+    )
+    parser.add_argument(
+        "--learning-rate", type=float, default=None, help=f"(default {d.learning_rate})"
+    )
+    parser.add_argument(
+        "--hidden-size", type=int, default=None, help=f"(default {d.hidden_size})"
+    )
+    parser.add_argument(
+        "--num-layers", type=int, default=None, help=f"(default {d.num_layers})"
+    )
+    parser.add_argument(
+        "--num-heads", type=int, default=None, help=f"(default {d.num_heads})"
+    )
+    parser.add_argument(
+        "--dropout", type=float, default=None, help=f"(default {d.dropout})"
+    )
+    parser.add_argument("--seed", type=int, default=None, help=f"(default {d.seed})")
+    parser.add_argument(
+        "--resume", action="store_true", help="Continue the killed run in --output."
+    )
+    parser.add_argument("--quiet", action="store_true", help="No progress bars.")
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    values: dict = {}
+    if args.config:
+        try:
+            with open(args.config) as f:
+                values = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"Cannot read --config {args.config!r}: {e}") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"--config {args.config!r} must hold a JSON object.")
+    for field in dataclasses.fields(TrainConfig):
+        value = getattr(args, field.name, None)
+        if value is not None:
+            values[field.name] = value
+    if values.get("dropout") is not None and "attention_dropout" not in values:
+        values["attention_dropout"] = values["dropout"]
+    return TrainConfig.from_dict(values)

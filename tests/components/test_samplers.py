@@ -1,0 +1,215 @@
+"""Samplers: the laws they draw from, what they never draw, and their state."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.samplers import GenNiSampler, PopularitySampler, UniformSampler
+from components.samplers.genni import categorical
+
+V = 20  # items 1..20
+D = 4
+
+
+def _table(seed=0):
+    return tf.random.stateless_normal([V + 1, D], [seed, 1])
+
+
+def _frequencies(draws, n=V):
+    counts = np.bincount(np.asarray(draws).ravel(), minlength=n + 1)
+    return counts / counts.sum()
+
+
+def _assert_close_to(freq, expected, rows):
+    # Total variation distance: for `rows` draws over V items it is about
+    # sqrt(V / rows) / 2 at most by chance; 0.05 is far above that here.
+    assert 0.5 * np.abs(freq - expected).sum() < 0.05, (freq, expected)
+    assert rows >= 4000
+
+
+def _expected_genni(query, table, alpha, target):
+    logits = alpha * (np.asarray(table)[1:] @ np.asarray(query))
+    logits[target - 1] = -np.inf
+    p = np.exp(logits - logits[np.isfinite(logits)].max())
+    return np.concatenate([[0.0], p / p.sum()])
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, 3.0])
+def test_genni_frequencies_match_softmax_of_alpha_scores(alpha):
+    rows, target = 6000, 3
+    table = _table()
+    query = tf.constant([1.0, -0.5, 0.25, 2.0])
+    sampler = GenNiSampler(V, num_negatives=2, alpha=alpha, seed=11, max_logits=500)
+    draws = sampler(
+        tf.tile(query[None], [rows, 1]), tf.fill([rows], target), table
+    ).numpy()
+    expected = _expected_genni(query, table, alpha, target)
+    _assert_close_to(_frequencies(draws), expected, rows)
+    assert not np.any(draws == target)
+    if alpha == 0.0:  # Uniform over the other items.
+        np.testing.assert_allclose(expected[1:].sum(), 1.0)
+        assert np.allclose(np.delete(expected[1:], target - 1), 1 / (V - 1))
+
+
+def test_genni_never_draws_the_target_even_when_it_dominates():
+    table = _table().numpy()
+    table[5] = 100.0  # Item 5 scores far above all others...
+    rows = 500
+    sampler = GenNiSampler(V, num_negatives=3, alpha=5.0, seed=1)
+    draws = sampler(tf.ones([rows, D]), tf.fill([rows], 5), tf.constant(table))
+    assert not np.any(draws.numpy() == 5)  # ...and is the target of every row.
+    assert draws.shape == (rows, 3) and draws.dtype == tf.int64
+
+
+def test_genni_beta_restricts_the_candidates_of_a_batch():
+    sampler = GenNiSampler(V, num_negatives=4, alpha=0.0, beta=0.25, seed=2)
+    assert sampler.num_candidates == 5
+    draws = sampler(tf.ones([300, D]), tf.fill([300], 1), _table()).numpy()
+    assert len(np.unique(draws)) <= 5  # One shared subset of 5 items per call.
+    # Over many calls every item (but the target) shows up.
+    seen = set()
+    for _ in range(30):
+        seen |= set(
+            sampler(tf.ones([10, D]), tf.fill([10], 1), _table()).numpy().ravel()
+        )
+    assert seen == set(range(2, V + 1))
+
+
+def test_genni_chunking_keeps_memory_bounded_and_results_valid():
+    sampler = GenNiSampler(V, num_negatives=1, alpha=1.0, max_logits=V * 3, seed=0)
+    assert sampler.chunk_rows == 3
+    targets = tf.constant(np.arange(1, 11) % V + 1)
+    draws = sampler(tf.ones([10, D]), targets, _table()).numpy()
+    assert draws.shape == (10, 1)
+    assert np.all((draws >= 1) & (draws <= V))
+    assert not np.any(draws[:, 0] == targets.numpy())
+
+
+def test_genni_runs_under_xla_and_in_tf_function():
+    sampler = GenNiSampler(V, num_negatives=2, alpha=2.0, beta=0.5, seed=3)
+    table = _table()
+
+    @tf.function(jit_compile=True)
+    def draw(q, t):
+        return sampler(q, t, table)
+
+    out = draw(tf.ones([7, D]), tf.fill([7], 4)).numpy()
+    assert out.shape == (7, 2) and not np.any(out == 4)
+
+
+def test_genni_has_no_gradient_through_the_draw():
+    sampler = GenNiSampler(V, alpha=1.0, seed=0)
+    table = tf.Variable(_table())
+    q = tf.Variable(tf.ones([3, D]))
+    with tf.GradientTape() as tape:
+        negatives = sampler(q, tf.constant([1, 2, 3]), table)
+        loss = tf.reduce_sum(tf.cast(negatives, tf.float32))
+    assert tape.gradient(loss, [q, table]) == [None, None]
+
+
+def test_genni_state_round_trip_repeats_the_draws(tmp_path):
+    sampler = GenNiSampler(V, num_negatives=2, alpha=1.5, seed=4)
+    args = (tf.ones([5, D]), tf.fill([5], 2), _table())
+    sampler(*args)
+    path = tf.train.Checkpoint(sampler=sampler).write(str(tmp_path / "s"))
+    first = sampler(*args).numpy()
+    sampler.alpha.assign(0.0)
+    tf.train.Checkpoint(sampler=sampler).read(path).assert_consumed()
+    assert float(sampler.alpha.numpy()) == 1.5
+    np.testing.assert_array_equal(sampler(*args).numpy(), first)
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        GenNiSampler(V, num_negatives=3, alpha=2.0, beta=0.5, max_logits=99, seed=5),
+        UniformSampler(V, num_negatives=2, seed=6),
+        PopularitySampler(V, list(range(V + 1)), gamma=0.5, num_negatives=2, seed=7),
+    ],
+)
+def test_serialization(layer):
+    clone = tf.keras.layers.deserialize(tf.keras.layers.serialize(layer))
+    assert type(clone) is type(layer)
+    assert clone.get_config() == layer.get_config()
+
+
+def test_sampler_inside_a_functional_model_predicts():
+    queries = tf.keras.Input([D])
+    targets = tf.keras.Input([], dtype=tf.int64)
+    sampler = GenNiSampler(V, num_negatives=2, seed=8)
+    table = _table()
+    outputs = tf.keras.layers.Lambda(lambda x: sampler(x[0], x[1], table))(
+        [queries, targets]
+    )
+    model = tf.keras.Model([queries, targets], outputs)
+    out = model.predict([np.ones([6, D], np.float32), np.arange(1, 7)], verbose=0)
+    assert out.shape == (6, 2) and not np.any(out == np.arange(1, 7)[:, None])
+
+
+def test_uniform_is_uniform_without_the_target():
+    rows, target = 8000, 7
+    draws = UniformSampler(V, num_negatives=1, seed=0)(
+        tf.zeros([rows, D]), tf.fill([rows], target)
+    ).numpy()
+    expected = np.full(V + 1, 1 / (V - 1))
+    expected[[0, target]] = 0
+    _assert_close_to(_frequencies(draws), expected, rows)
+
+
+def test_uniform_excludes_the_users_items():
+    # Row 0: target 1 and items 2..19 seen, so item 20 is the only negative.
+    exclude = tf.ragged.constant([list(range(2, V)), [1, 2, 3]])
+    draws = UniformSampler(V, num_negatives=50, seed=1)(
+        tf.zeros([2, D]), tf.constant([1, 4]), exclude=exclude
+    ).numpy()
+    assert np.all(draws[0] == V)
+    assert not np.any(np.isin(draws[1], [1, 2, 3, 4]))
+    many = UniformSampler(V, num_negatives=8000, seed=2)(
+        tf.zeros([1, D]), tf.constant([4]), exclude=tf.ragged.constant([[1, 3, 3, 2]])
+    ).numpy()
+    expected = np.full(V + 1, 1 / (V - 4))
+    expected[[0, 1, 2, 3, 4]] = 0
+    _assert_close_to(_frequencies(many), expected, many.size)
+
+
+def test_popularity_follows_count_to_the_gamma():
+    counts = np.zeros(V + 1)
+    counts[1:] = np.arange(1, V + 1)
+    counts[9] = 0  # Never drawn.
+    rows, target, gamma = 8000, 20, 1.5
+    draws = PopularitySampler(V, counts.tolist(), gamma, seed=2)(
+        tf.zeros([rows, D]), tf.fill([rows], target)
+    ).numpy()
+    expected = counts**gamma
+    expected[target] = 0
+    expected /= expected.sum()
+    _assert_close_to(_frequencies(draws), expected, rows)
+    assert not np.any(draws == 9) and not np.any(draws == target)
+
+
+def test_categorical_matches_probabilities_and_skips_masked_columns():
+    logits = tf.constant([[0.0, -np.inf, 1.0, 2.0, -np.inf]])
+    draws = categorical(tf.tile(logits, [4000, 1]), 2, tf.constant([1, 2])).numpy()
+    p = np.exp([0.0, 1.0, 2.0])
+    p /= p.sum()
+    freq = np.bincount(draws.ravel(), minlength=5) / draws.size
+    np.testing.assert_allclose(freq[[0, 2, 3]], p, atol=0.03)
+    assert freq[1] == 0 and freq[4] == 0
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: GenNiSampler(V, alpha=-1.0), "alpha"),
+        (lambda: GenNiSampler(V, beta=0.0), "beta"),
+        (lambda: GenNiSampler(V, beta=1.5), "beta"),
+        (lambda: GenNiSampler(V, num_negatives=V), "num_negatives"),
+        (lambda: UniformSampler(1), "num_items"),
+        (lambda: UniformSampler(V, num_negatives=0), "num_negatives"),
+        (lambda: PopularitySampler(V, [1.0] * V), "num_items \\+ 1"),
+        (lambda: PopularitySampler(V, [0.0] * (V + 1)), "zero probability"),
+    ],
+)
+def test_errors_name_the_argument(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

@@ -1,0 +1,79 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.samplers import GenNiSampler, PopularitySampler, UniformSampler
+from models.retrieval import SequentialRetrievalModel
+from models.sasrec import SASRecEncoder
+from pipeline import schema
+
+V, T = 25, 5
+
+
+def _features():
+    return {
+        schema.INPUT_IDS: tf.constant([[0, 0, 1, 2, 3], [4, 5, 6, 7, 8]], tf.int64),
+        schema.TARGET_IDS: tf.constant([[0, 0, 2, 3, 9], [5, 6, 7, 8, 10]], tf.int64),
+        schema.USER_ITEMS: tf.ragged.constant(
+            [[1, 2, 3, 9], [4, 5, 6, 7, 8, 10]], tf.int64
+        ),
+    }
+
+
+def _model(sampler, **kwargs):
+    encoder = SASRecEncoder(V, T, hidden_size=8, num_layers=1, num_heads=2, seed=0)
+    model = SequentialRetrievalModel(encoder, sampler, **kwargs)
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.01))
+    return model
+
+
+@pytest.mark.parametrize(
+    "sampler, kwargs",
+    [
+        (UniformSampler(V, 2, seed=0), {}),
+        (UniformSampler(V, 2, seed=0), {"exclude_seen": True, "loss": "bpr"}),
+        (PopularitySampler(V, [1.0] * (V + 1), 1.0, 2, seed=0), {"exclude_seen": True}),
+        (GenNiSampler(V, 2, alpha=2.0, seed=0), {"alpha_step": 0.1}),
+        (None, {"loss": "softmax"}),
+    ],
+)
+def test_training_lowers_the_loss(sampler, kwargs):
+    model = _model(sampler, **kwargs)
+    features = _features()
+    first = float(model.compute_loss(features))
+    for _ in range(30):
+        model.train_step(features)
+    assert float(model.compute_loss(features)) < first
+
+
+def test_scores_cover_the_catalog_and_use_the_shared_table():
+    model = _model(UniformSampler(V, seed=0))
+    scores = model(tf.constant([[0, 0, 1, 2, 3]]))
+    assert scores.shape == (1, V + 1)
+    h = model.query_embeddings(tf.constant([[0, 0, 1, 2, 3]]))
+    np.testing.assert_allclose(
+        scores.numpy(), (h @ tf.transpose(model.item_embeddings)).numpy(), rtol=1e-5
+    )
+
+
+def test_self_adjusting_alpha_moves_alpha():
+    sampler = GenNiSampler(V, 1, alpha=1.0, seed=0)
+    model = _model(sampler, alpha_step=0.5)
+    for _ in range(4):
+        model.train_step(_features())
+    assert float(sampler.alpha.numpy()) != 1.0
+    assert float(sampler.alpha.numpy()) >= 0.0
+
+
+@pytest.mark.parametrize(
+    "sampler, kwargs, message",
+    [
+        (None, {}, "needs a sampler"),
+        (UniformSampler(V), {"loss": "hinge"}, "`loss`"),
+        (UniformSampler(V), {"alpha_step": 0.1}, "GenNi"),
+        (GenNiSampler(V), {"exclude_seen": True}, "uniform and popularity"),
+    ],
+)
+def test_errors(sampler, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        _model(sampler, **kwargs)

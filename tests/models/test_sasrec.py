@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from models.sasrec import CausalSelfAttentionBlock, SASRecEncoder
+
+V, T, D = 30, 6, 8
+
+
+def _encoder(**kwargs):
+    defaults = dict(num_items=V, max_len=T, hidden_size=D, num_layers=2, num_heads=2)
+    return SASRecEncoder(**(defaults | kwargs), seed=kwargs.pop("seed", 0))
+
+
+def test_call_shapes_and_shared_table():
+    encoder = _encoder()
+    out = encoder(tf.constant([[0, 0, 1, 2, 3, 4]]))
+    assert out.shape == (1, T, D)
+    assert encoder.item_embeddings.shape == (V + 1, D)
+
+
+def test_causal_output_at_t_ignores_later_items():
+    encoder = _encoder(dropout=0.0, attention_dropout=0.0)
+    a = tf.constant([[0, 3, 4, 5, 6, 7]])
+    b = tf.constant([[0, 3, 4, 9, 10, 11]])  # Differs from position 3 on.
+    out_a, out_b = encoder(a).numpy(), encoder(b).numpy()
+    np.testing.assert_allclose(out_a[:, :3], out_b[:, :3], atol=1e-6)
+    assert not np.allclose(out_a[:, 3:], out_b[:, 3:])
+
+
+def test_padding_items_do_not_change_real_positions():
+    encoder = _encoder(dropout=0.0, attention_dropout=0.0)
+    a = encoder(tf.constant([[0, 0, 0, 5, 6, 7]])).numpy()
+    # Another id in the padded slots changes nothing if it is masked as 0...
+    b = encoder(tf.constant([[0, 0, 0, 5, 6, 7]])).numpy()
+    np.testing.assert_allclose(a, b)
+    # ...and a real item there does change the later outputs.
+    c = encoder(tf.constant([[0, 0, 9, 5, 6, 7]])).numpy()
+    assert not np.allclose(a[:, 3:], c[:, 3:])
+
+
+def test_dropout_only_in_training():
+    encoder = _encoder()
+    x = tf.constant([[0, 1, 2, 3, 4, 5]])
+    np.testing.assert_allclose(encoder(x).numpy(), encoder(x).numpy())
+    assert not np.allclose(
+        encoder(x, training=True).numpy(), encoder(x, training=True).numpy()
+    )
+
+
+def test_weights_differ_between_projections():
+    encoder = _encoder()
+    encoder(tf.constant([[1, 2, 3, 4, 5, 6]]))
+    block = encoder.blocks[0]
+    assert not np.allclose(block.query.kernel.numpy(), block.key.kernel.numpy())
+
+
+def test_serialization_and_model_saving(tmp_path):
+    encoder = _encoder(dropout=0.1, attention_dropout=0.2, num_layers=1)
+    clone = tf.keras.layers.deserialize(tf.keras.layers.serialize(encoder))
+    assert clone.get_config() == encoder.get_config()
+    block = CausalSelfAttentionBlock(8, 2, 0.1, 0.2, seed=3)
+    assert (
+        tf.keras.layers.deserialize(tf.keras.layers.serialize(block)).get_config()
+        == block.get_config()
+    )
+    inputs = tf.keras.Input([T], dtype=tf.int64)
+    model = tf.keras.Model(inputs, encoder(inputs))
+    x = np.array([[0, 1, 2, 3, 4, 5]])
+    expected = model.predict(x, verbose=0)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = tf.keras.models.load_model(path)
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(hidden_size=6, num_heads=4), "multiple of `num_heads`"),
+        (dict(dropout=1.0), "dropout"),
+        (dict(num_layers=0), "num_layers"),
+    ],
+)
+def test_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        _encoder(**kwargs)

@@ -1,0 +1,171 @@
+"""`genni train` / `genni evaluate` end to end on a tiny generated dataset."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from pipeline import cli, inmemory, synthetic, train
+from pipeline.configs import PreprocessConfig, TrainConfig
+
+TINY = synthetic.SyntheticConfig(num_users=500, num_items=150, noise_users=0, seed=5)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    log = str(root / "log.json.gz")
+    synthetic.write_log(TINY, log)
+    out = str(root / "data")
+    stats = inmemory.run(PreprocessConfig(input=log, output=out, max_len=10))
+    return out, stats
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _config(data, output, **kwargs):
+    values = dict(
+        data=data,
+        output=str(output),
+        epochs=3,
+        hidden_size=16,
+        num_layers=1,
+        num_heads=2,
+        batch_size=64,
+        learning_rate=0.005,
+        dropout=0.1,
+        attention_dropout=0.1,
+        patience=10,
+    )
+    return TrainConfig(**(values | kwargs))
+
+
+def test_tiny_training_beats_a_random_ranking(dataset, tmp_path):
+    data, stats = dataset
+    result = train.train(_config(data, tmp_path / "run", epochs=5), verbose=0)
+    random_hr10 = 100 * 10 / stats["items"]
+    assert result["test"]["HR@10"] > 2 * random_hr10
+    assert result["best_epoch"] >= 1 and result["epochs_run"] == 5
+    saved = read_json(tmp_path / "run" / train.METRICS_FILE)
+    for key in (
+        "config",
+        "best_epoch",
+        "epochs_run",
+        "valid",
+        "test",
+        "seconds_per_epoch",
+        "seconds_per_eval",
+        "sampler_over_time",
+    ):
+        assert key in saved
+    assert saved["sampler_over_time"][0]["alpha"] == pytest.approx(2.5)
+    assert os.listdir(tmp_path / "run" / train.TENSORBOARD_DIR)
+    # `genni evaluate` recomputes the test metrics from the saved weights.
+    again = train.evaluate(str(tmp_path / "run"), None, "test")
+    for name, value in result["test"].items():
+        assert again[name] == pytest.approx(value, abs=1e-6)
+
+
+def test_resume_ends_where_an_uninterrupted_run_ends(dataset, tmp_path, monkeypatch):
+    data, _ = dataset
+    kwargs = dict(sampler="genni", alpha_step=0.05, epochs=3)
+    straight = train.train(_config(data, tmp_path / "a", **kwargs), verbose=0)
+
+    original = train._log_epoch
+
+    def killed_in_epoch_3(writer, record):
+        if record["epoch"] == 3:
+            raise KeyboardInterrupt  # Dies before epoch 3 is checkpointed.
+        original(writer, record)
+
+    monkeypatch.setattr(train, "_log_epoch", killed_in_epoch_3)
+    with pytest.raises(KeyboardInterrupt):
+        train.train(_config(data, tmp_path / "b", **kwargs), verbose=0)
+    monkeypatch.setattr(train, "_log_epoch", original)
+    state = read_json(tmp_path / "b" / train.STATE_FILE)
+    assert state["epoch"] == 2
+    resumed = train.train(
+        _config(data, tmp_path / "b", **kwargs), resume=True, verbose=0
+    )
+    assert resumed["best_epoch"] == straight["best_epoch"]
+    for split in ("valid", "test"):
+        for name, value in straight[split].items():
+            assert resumed[split][name] == pytest.approx(value, abs=1e-9), name
+    alphas = [r["alpha"] for r in straight["sampler_over_time"]]
+    assert [r["alpha"] for r in resumed["sampler_over_time"]] == pytest.approx(alphas)
+
+
+def test_each_sampler_and_loss_trains(dataset, tmp_path):
+    data, _ = dataset
+    for i, kwargs in enumerate(
+        [
+            dict(sampler="uniform", exclude_seen=True),
+            dict(sampler="popularity", gamma=0.5, loss="bpr", num_negatives=3),
+            dict(sampler="genni", beta_growth=20.0),
+            dict(loss="softmax"),
+        ]
+    ):
+        result = train.train(
+            _config(data, tmp_path / f"r{i}", epochs=1, **kwargs), verbose=0
+        )
+        assert np.isfinite(result["test"]["NDCG@10"])
+    growing = read_json(tmp_path / "r2" / train.METRICS_FILE)
+    assert growing["sampler_over_time"][0]["beta"] == pytest.approx(0.001)
+
+
+def test_existing_run_needs_resume_and_same_settings(dataset, tmp_path):
+    data, _ = dataset
+    config = _config(data, tmp_path / "run", epochs=1)
+    train.train(config, verbose=0)
+    with pytest.raises(train.RunExistsError, match="--resume"):
+        train.train(config, verbose=0)
+    with pytest.raises(ValueError, match="alpha"):
+        train.train(_config(data, tmp_path / "run", epochs=1, alpha=1.0), resume=True)
+
+
+def test_cli_train_with_config_file_and_flags(dataset, tmp_path, capsys):
+    data, _ = dataset
+    settings = tmp_path / "best.json"
+    settings.write_text(
+        json.dumps(
+            {
+                "alpha": 1.5,
+                "hidden_size": 8,
+                "num_heads": 2,
+                "num_layers": 1,
+                "epochs": 1,
+            }
+        )
+    )
+    out = tmp_path / "run"
+    code = cli.main(
+        [
+            "train",
+            "--data",
+            data,
+            "--output",
+            str(out),
+            "--config",
+            str(settings),
+            "--epochs",
+            "2",
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    saved = read_json(out / train.CONFIG_FILE)
+    assert saved["alpha"] == 1.5 and saved["epochs"] == 2  # The flag wins.
+    assert "test (%)" in capsys.readouterr().out
+    assert cli.main(["evaluate", "--run", str(out), "--split", "valid", "--json"]) == 0
+    assert "NDCG@10" in json.loads(capsys.readouterr().out)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"alpah": 1}))
+    code = cli.main(
+        ["train", "--data", data, "--output", str(tmp_path / "x"), "--config", str(bad)]
+    )
+    assert code == cli.EXIT_USAGE
+    assert "Unknown training settings: alpah" in capsys.readouterr().err
