@@ -27,11 +27,17 @@ import tensorflow as tf
 from components.samplers.base import NegativeSampler
 
 DEFAULT_MAX_LOGITS = 1 << 24
+CDF_BLOCK = 128
 NEG_INF = float("-inf")
 
 
 def categorical(logits: tf.Tensor, num_samples: int, seed: tf.Tensor) -> tf.Tensor:
-    """Exact draws from softmax(logits) per row, by inverting the CDF.
+    """Exact draws from softmax(logits) per row, by inverting the CDF in two levels.
+
+    A cumulative sum over a whole catalog row is slow on CPU, so the row is cut
+    into blocks of `CDF_BLOCK` items: a draw first picks a block from the
+    cumulative block masses, then an item from that block's own cumulative sum.
+    Same law as one flat inverse CDF; core ops only (XLA compiles it).
 
     Args:
         logits: [rows, m]; -inf entries are never drawn.
@@ -41,14 +47,31 @@ def categorical(logits: tf.Tensor, num_samples: int, seed: tf.Tensor) -> tf.Tens
     Returns:
         [rows, num_samples] int64 column indices.
     """
+    rows, m = tf.shape(logits)[0], tf.shape(logits)[1]
+    num_blocks = (m + CDF_BLOCK - 1) // CDF_BLOCK
     probs = tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True))
-    cdf = tf.cumsum(probs, axis=-1)  # (rows, m), unnormalised
-    total = cdf[:, -1:]
-    # u in (0, total]: the first index with cdf >= u has positive mass.
-    u = 1.0 - tf.random.stateless_uniform([tf.shape(logits)[0], num_samples], seed)
-    u = tf.cast(u, cdf.dtype) * total  # (rows, k)
-    picks = tf.searchsorted(cdf, u, side="left", out_type=tf.int64)  # count(cdf < u)
-    return tf.minimum(picks, tf.shape(logits, tf.int64)[1] - 1)
+    probs = tf.pad(probs, [[0, 0], [0, num_blocks * CDF_BLOCK - m]])
+    probs = tf.reshape(probs, [rows, num_blocks, CDF_BLOCK])  # (rows, nb, block)
+    block_cdf = tf.cumsum(tf.reduce_sum(probs, axis=-1), axis=-1)  # (rows, nb)
+    # u in (0, total]: the first position whose CDF reaches u has positive mass.
+    u = 1.0 - tf.random.stateless_uniform([rows, num_samples], seed)
+    u = tf.cast(u, probs.dtype) * block_cdf[:, -1:]  # (rows, k)
+    block = tf.minimum(
+        tf.searchsorted(block_cdf, u, side="left", out_type=tf.int32), num_blocks - 1
+    )  # (rows, k)
+    before = tf.gather(
+        tf.pad(block_cdf, [[0, 0], [1, 0]]), block, batch_dims=1
+    )  # (rows, k), CDF up to the chosen block
+    inner_cdf = tf.cumsum(tf.gather(probs, block, batch_dims=1), axis=-1)
+    residual = tf.minimum(u - before, inner_cdf[:, :, -1])  # (rows, k), > 0
+    inner = tf.searchsorted(
+        tf.reshape(inner_cdf, [-1, CDF_BLOCK]),
+        tf.reshape(residual, [-1, 1]),
+        side="left",
+        out_type=tf.int32,
+    )
+    inner = tf.minimum(tf.reshape(inner, [rows, num_samples]), CDF_BLOCK - 1)
+    return tf.cast(block * CDF_BLOCK + inner, tf.int64)
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")
@@ -119,8 +142,13 @@ class GenNiSampler(NegativeSampler):
 
     @property
     def chunk_rows(self) -> int:
-        """Positions per chunk, so that one chunk holds <= `max_logits` logits."""
-        return max(1, self.max_logits // self.num_candidates)
+        """Positions per chunk, so that one chunk holds <= `max_logits` values.
+
+        A row holds its m logits padded to whole CDF blocks, plus one block per
+        draw for the within-block CDF.
+        """
+        blocks = -(-self.num_candidates // CDF_BLOCK) + self.num_negatives
+        return max(1, self.max_logits // (blocks * CDF_BLOCK))
 
     def call(
         self,
@@ -144,7 +172,9 @@ class GenNiSampler(NegativeSampler):
             raise ValueError(
                 "GenNiSampler excludes only the target; pass no `exclude`."
             )
-        queries = tf.stop_gradient(queries)
+        alpha = tf.cast(self.alpha, queries.dtype)
+        # alpha * (h . e) = (alpha * h) . e: scale the N queries, not N x m logits.
+        queries = alpha * tf.stop_gradient(queries)
         table = tf.stop_gradient(item_embeddings)[1:]  # (V, d)
         targets = tf.cast(targets, tf.int64)
         m = self.num_candidates
@@ -153,32 +183,46 @@ class GenNiSampler(NegativeSampler):
             _, picked = tf.math.top_k(noise, k=m, sorted=False)  # (m,)
             candidate_ids = tf.cast(picked, tf.int64) + 1
             candidates = tf.gather(table, picked)  # (m, d)
+            # Column of each item among the candidates, -1 when not drawn.
+            column_of = tf.tensor_scatter_nd_update(
+                tf.fill([self.num_items + 1], tf.constant(-1, tf.int64)),
+                candidate_ids[:, None],
+                tf.range(m, dtype=tf.int64),
+            )
+            target_columns = tf.gather(column_of, targets)  # (N,)
         else:
             candidate_ids = tf.range(1, self.num_items + 1, dtype=tf.int64)
             candidates = table
-        rows = self.chunk_rows
+            target_columns = targets - 1
         n = tf.shape(queries)[0]
+        rows = tf.maximum(tf.minimum(self.chunk_rows, n), 1)  # No padding past N.
         num_chunks = (n + rows - 1) // rows
         pad = num_chunks * rows - n
         chunk_queries = tf.reshape(
-            tf.pad(queries, [[0, pad], [0, 0]]), [num_chunks, rows, -1]
+            tf.pad(queries, [[0, pad], [0, 0]]),
+            [num_chunks, rows, tf.shape(queries)[1]],
         )  # (C, rows, d)
-        chunk_targets = tf.reshape(tf.pad(targets, [[0, pad]]), [num_chunks, rows])
+        chunk_columns = tf.reshape(
+            tf.pad(target_columns, [[0, pad]], constant_values=-1), [num_chunks, rows]
+        )
         seeds = tf.transpose(self.generator.make_seeds(num_chunks))  # (C, 2)
-        alpha = tf.cast(self.alpha, queries.dtype)
+        row_ids = tf.range(rows, dtype=tf.int64)
 
         def draw_chunk(args: tuple) -> tf.Tensor:
-            q, t, seed = args
-            logits = alpha * tf.matmul(q, candidates, transpose_b=True)  # (rows, m)
-            is_target = candidate_ids[None, :] == t[:, None]
-            logits = tf.where(is_target, tf.constant(NEG_INF, logits.dtype), logits)
+            q, columns, seed = args
+            logits = tf.matmul(q, candidates, transpose_b=True)  # (rows, m)
+            # The target's logit becomes -inf (rows without one keep theirs).
+            at = tf.stack([row_ids, tf.maximum(columns, 0)], axis=1)  # (rows, 2)
+            kept = tf.gather_nd(logits, at)
+            new = tf.where(columns >= 0, tf.constant(NEG_INF, logits.dtype), kept)
+            logits = tf.tensor_scatter_nd_update(logits, at, new)
             picks = categorical(logits, self.num_negatives, seed)  # (rows, k)
             return tf.gather(candidate_ids, picks)
 
         drawn = tf.map_fn(
             draw_chunk,
-            (chunk_queries, chunk_targets, seeds),
-            fn_output_signature=tf.TensorSpec([rows, self.num_negatives], tf.int64),
+            (chunk_queries, chunk_columns, seeds),
+            fn_output_signature=tf.TensorSpec([None, self.num_negatives], tf.int64),
             parallel_iterations=1,  # One chunk of logits alive at a time.
         )
         return tf.reshape(drawn, [-1, self.num_negatives])[:n]
