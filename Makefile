@@ -6,12 +6,14 @@ PY := $(VENV)/bin/python
 GENNI := $(VENV)/bin/genni
 STAMP := $(VENV)/.installed
 DEMO := demo_out
+DEMO_EPOCHS := 8
 SHARED := ../shared/data
 
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: install demo test lint format bench-preprocess check-toys clean
+.PHONY: install demo test lint format bench-preprocess bench-samplers check-toys \
+	reproduce-beauty reproduce-toys clean
 
 install: $(STAMP)
 
@@ -26,7 +28,11 @@ demo: install
 	rm -rf $(DEMO)
 	$(GENNI) synth --output $(DEMO)/logs/reviews.json.gz
 	$(GENNI) preprocess --input '$(DEMO)/logs/*.json.gz' --output $(DEMO)/data
-	@echo "Dataset written to $(DEMO)/data (training arrives with the next release)."
+	$(GENNI) train --data $(DEMO)/data --output $(DEMO)/runs/uniform --sampler uniform \
+		--epochs $(DEMO_EPOCHS) --quiet
+	$(GENNI) train --data $(DEMO)/data --output $(DEMO)/runs/genni --sampler genni \
+		--epochs $(DEMO_EPOCHS) --quiet
+	$(GENNI) evaluate --run $(DEMO)/runs/genni --split test
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -44,6 +50,22 @@ bench-preprocess: install
 
 check-toys: install
 	$(PY) benchmarks/check_toys.py
+
+bench-samplers: install
+	$(PY) benchmarks/sampler_speed.py
+
+RUNS := runs
+SEEDS := 0
+
+reproduce-beauty: install
+	$(GENNI) preprocess --input $(SHARED)/Beauty.txt --output $(RUNS)/data/beauty --overwrite
+	$(PY) benchmarks/reproduce.py --data $(RUNS)/data/beauty --dataset beauty \
+		--runs-dir $(RUNS) --seeds $(SEEDS)
+
+reproduce-toys: install
+	$(GENNI) preprocess --input $(SHARED)/Toys_and_Games.txt --output $(RUNS)/data/toys --overwrite
+	$(PY) benchmarks/reproduce.py --data $(RUNS)/data/toys --dataset toys \
+		--runs-dir $(RUNS) --seeds $(SEEDS)
 
 clean:
 	rm -rf $(DEMO) .pytest_cache .ruff_cache

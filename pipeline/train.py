@@ -113,7 +113,7 @@ class Evaluator:
     def __call__(self, model: SequentialRetrievalModel) -> dict[str, float]:
         if self._ranks is None:
 
-            @tf.function
+            @tf.function(reduce_retracing=True)
             def ranks(features):
                 scores = model(features[schema.INPUT_IDS])
                 return target_ranks(

@@ -1,0 +1,159 @@
+"""Reproduce the paper's SASRec table: uniform, popularity and GenNi variants.
+
+Each (variant, seed) trains into RUNS_DIR/<dataset>_<variant>_s<seed> with
+`genni train` settings; a run whose metrics.json exists is reused, a killed one
+resumes. Writes a Markdown table (mean +- std over seeds, test, %) beside the
+paper's numbers, with seconds per epoch.
+
+    python benchmarks/reproduce.py --data DIR --dataset beauty --seeds 0 1 2 3 \\
+        [--variants uniform genni ...] [--runs-dir runs] [--epochs 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+from _common import RESULTS, machine, write_results
+
+from pipeline import train
+from pipeline.configs import TrainConfig
+
+VARIANTS = {
+    "uniform": dict(sampler="uniform"),
+    "popularity": dict(sampler="popularity", gamma=1.0),
+    "genni": dict(sampler="genni", alpha=2.5, beta=1.0),
+    "genni_beta0.1": dict(sampler="genni", alpha=2.5, beta=0.1),
+    "genni_growing_m20": dict(sampler="genni", alpha=2.5, beta_growth=20.0),
+    "genni_self_adjust": dict(sampler="genni", alpha=0.5, alpha_step=0.001),
+}
+
+# Test metrics (%) from the paper (GENNI.md), by dataset and variant.
+PAPER = {
+    "beauty": {
+        "uniform": {"HR@5": 3.84, "HR@10": 6.07, "NDCG@5": 2.49, "NDCG@10": 3.21},
+        "popularity": {"HR@5": 4.08, "HR@10": 6.18, "NDCG@5": 2.69, "NDCG@10": 3.37},
+        "genni": {"HR@5": 6.30, "HR@10": 8.79, "NDCG@5": 4.48, "NDCG@10": 5.33},
+        "genni_beta0.1": {"HR@5": 6.09},
+        "genni_growing_m20": {"HR@5": 6.35, "NDCG@5": 4.53},
+    },
+    "toys": {
+        "uniform": {"HR@5": 4.68, "HR@10": 6.81, "NDCG@5": 3.18, "NDCG@10": 3.87},
+        "genni": {"HR@5": 7.18, "HR@10": 9.96, "NDCG@5": 5.15, "NDCG@10": 5.90},
+    },
+}
+METRICS = ("HR@5", "HR@10", "NDCG@5", "NDCG@10")
+
+
+def run_variant(
+    data: str,
+    runs_dir: str,
+    dataset: str,
+    variant: str,
+    seed: int,
+    epochs: int,
+    patience: int,
+) -> dict:
+    output = os.path.join(runs_dir, f"{dataset}_{variant}_s{seed}")
+    metrics_path = os.path.join(output, train.METRICS_FILE)
+    if os.path.exists(metrics_path):
+        with open(metrics_path) as f:
+            return json.load(f)
+    config = TrainConfig(
+        data=data,
+        output=output,
+        seed=seed,
+        epochs=epochs,
+        patience=patience,
+        **VARIANTS[variant],
+    )
+    print(f"Training {output}")
+    resume = os.path.exists(os.path.join(output, train.CONFIG_FILE))
+    return train.train(config, resume=resume, verbose=0)
+
+
+def mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} +- {statistics.stdev(values):.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="Output of genni preprocess.")
+    parser.add_argument("--dataset", default="beauty", help="Name (paper lookup).")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument(
+        "--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS)
+    )
+    parser.add_argument("--runs-dir", default="runs")
+    parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument("--patience", type=int, default=40)
+    args = parser.parse_args(argv)
+
+    rows = {}
+    for variant in args.variants:
+        results = [
+            run_variant(
+                args.data,
+                args.runs_dir,
+                args.dataset,
+                variant,
+                seed,
+                args.epochs,
+                args.patience,
+            )
+            for seed in args.seeds
+        ]
+        rows[variant] = {
+            "test": {m: [r["test"][m] for r in results] for m in METRICS},
+            "valid_ndcg10": [r["valid"]["NDCG@10"] for r in results],
+            "best_epoch": [r["best_epoch"] for r in results],
+            "epochs_run": [r["epochs_run"] for r in results],
+            "seconds_per_epoch": [r["seconds_per_epoch"] for r in results],
+        }
+    paper = PAPER.get(args.dataset, {})
+    lines = [
+        f"# Reproduction: {args.dataset}\n",
+        f"Test metrics (%), full ranking, seeds {args.seeds}; paper numbers in "
+        "brackets. Runs in "
+        f"`{args.runs_dir}`.\n",
+        "| variant | " + " | ".join(METRICS) + " | best epoch | s / epoch |",
+        "|---|" + "---|" * (len(METRICS) + 2),
+    ]
+    for variant, row in rows.items():
+        cells = []
+        for m in METRICS:
+            cell = mean_std(row["test"][m])
+            if m in paper.get(variant, {}):
+                cell += f" [{paper[variant][m]:.2f}]"
+            cells.append(cell)
+        epochs = "/".join(str(e) for e in row["best_epoch"])
+        seconds = statistics.median(row["seconds_per_epoch"])
+        lines.append(
+            f"| {variant} | " + " | ".join(cells) + f" | {epochs} | {seconds:.1f} |"
+        )
+    lines.append(
+        "\nCommand: `python benchmarks/reproduce.py --data "
+        f"{args.data} --dataset {args.dataset} --seeds "
+        + " ".join(map(str, args.seeds))
+        + " --variants "
+        + " ".join(args.variants)
+        + "`\n"
+    )
+    markdown = "\n".join(lines)
+    print(markdown)
+    write_results(
+        f"reproduce_{args.dataset}",
+        {"rows": rows, "paper": paper, "seeds": args.seeds, "machine": machine()},
+        markdown,
+    )
+    print(f"See {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

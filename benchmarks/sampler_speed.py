@@ -1,0 +1,194 @@
+"""Training speed of uniform vs GenNi (beta 1 and 0.1), and GenNi at scale.
+
+Part 1 times training steps of the same model with each sampler, interleaved
+round by round in one process so that machine noise hits all alike, and prints
+the ratios to uniform (targets: GenNi beta 1 <= 1.5x, beta 0.1 <= 1.05x).
+Part 2 times one GenNi draw for a batch of 256 x 50 positions (d = 64, beta 1)
+as the catalog grows to 10^6 items, each size in a fresh process so that its
+peak memory (max RSS) is its own (target: under 8 GiB at 10^6).
+
+    python benchmarks/sampler_speed.py [--data DIR] [--rounds 5] [--steps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import SHARED_DATA, machine, write_results
+
+CONFIGS = {
+    "uniform": dict(sampler="uniform"),
+    "genni_beta1": dict(sampler="genni", beta=1.0),
+    "genni_beta0.1": dict(sampler="genni", beta=0.1),
+}
+SCALE_ITEMS = (10_000, 100_000, 1_000_000)
+POSITIONS = 256 * 50
+GIB = 1 << 30
+
+
+def beauty_data(tmp: str) -> str:
+    from pipeline import inmemory
+    from pipeline.configs import PreprocessConfig
+
+    out = os.path.join(tmp, "beauty")
+    inmemory.run(PreprocessConfig(input=str(SHARED_DATA / "Beauty.txt"), output=out))
+    return out
+
+
+def step_times(data_dir: str, rounds: int, steps: int) -> dict[str, list[float]]:
+    import tensorflow as tf
+
+    from pipeline import data, schema, train
+    from pipeline.configs import TrainConfig
+
+    info = schema.DatasetInfo.load(data_dir)
+    batches = list(
+        data.train_dataset(
+            data.records(data_dir, schema.TRAIN), info.max_len, 256, 0, 0
+        ).take(steps)
+    )
+    steps_fn = {}
+    for name, overrides in CONFIGS.items():
+        config = TrainConfig(data=data_dir, output="", **overrides)
+        model = train.build_model(config, info, None)
+        fn = tf.function(model.train_step, reduce_retracing=True)
+        for batch in batches:  # Trace and warm up.
+            fn(batch)
+        steps_fn[name] = fn
+    times: dict[str, list[float]] = {name: [] for name in CONFIGS}
+    for r in range(rounds):
+        for name, fn in steps_fn.items():
+            start = time.perf_counter()
+            for batch in batches:
+                logs = fn(batch)
+            float(logs["mean_loss"])
+            times[name].append((time.perf_counter() - start) / len(batches))
+        print(
+            f"  round {r + 1}: "
+            + ", ".join(f"{n} {1000 * t[-1]:.0f} ms/step" for n, t in times.items())
+        )
+    return times
+
+
+def scale_point(num_items: int) -> dict:
+    """Run in a child process: one GenNi draw over `num_items` items."""
+    import tensorflow as tf
+
+    from components.samplers import GenNiSampler
+
+    table = tf.random.normal([num_items + 1, 64], stddev=0.1)
+    queries = tf.random.normal([POSITIONS, 64])
+    targets = tf.random.uniform([POSITIONS], 1, num_items + 1, dtype=tf.int64)
+    sampler = GenNiSampler(num_items, 1, alpha=2.5, beta=1.0, seed=0)
+    draw = tf.function(lambda: sampler(queries, targets, table))
+    draw().numpy()  # Trace.
+    runs = 1 if num_items >= 1_000_000 else 3
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        draw().numpy()
+        times.append(time.perf_counter() - start)
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "items": num_items,
+        "positions": POSITIONS,
+        "seconds": statistics.median(times),
+        "peak_rss_gib": peak_kib * 1024 / GIB,
+        "chunk_rows": sampler.chunk_rows,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=None, help="Preprocessed dataset dir.")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--scale-point", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.scale_point:
+        print(json.dumps(scale_point(args.scale_point)))
+        return 0
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = args.data
+        if data_dir is None:
+            if not (SHARED_DATA / "Beauty.txt").exists():
+                print("Skipped: pass --data (no ../shared/data/Beauty.txt).")
+                return 0
+            data_dir = beauty_data(tmp)
+        print(f"Part 1: training steps on {data_dir}")
+        times = step_times(data_dir, args.rounds, args.steps)
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    ratios = {
+        name: medians[name] / medians["uniform"]
+        for name in medians
+        if name != "uniform"
+    }
+
+    scale = []
+    if not args.skip_scale:
+        print("Part 2: one GenNi draw, 256 x 50 positions, beta 1, as |V| grows")
+        for items in SCALE_ITEMS:
+            out = subprocess.run(
+                [sys.executable, __file__, "--scale-point", str(items)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            point = json.loads(out.stdout.strip().splitlines()[-1])
+            scale.append(point)
+            print(
+                f"  |V| = {items:>9,}: {point['seconds']:.2f} s, peak RSS "
+                f"{point['peak_rss_gib']:.2f} GiB"
+            )
+
+    results = {
+        "data": data_dir,
+        "rounds": args.rounds,
+        "steps_per_round": args.steps,
+        "ms_per_step": {n: 1000 * m for n, m in medians.items()},
+        "ratios_to_uniform": ratios,
+        "targets": {"genni_beta1": 1.5, "genni_beta0.1": 1.05},
+        "scale": scale,
+        "machine": machine(),
+    }
+    md = [
+        "# Sampler speed\n",
+        f"Training steps (batch 256), median of {args.rounds} interleaved rounds of "
+        f"{args.steps} steps, {machine()['cpus']} CPUs.\n",
+        "| sampler | ms / step | ratio to uniform | target |",
+        "|---|---|---|---|",
+        f"| uniform | {1000 * medians['uniform']:.0f} | 1.00 | |",
+    ]
+    for name, target in results["targets"].items():
+        ms = 1000 * medians[name]
+        md.append(f"| {name} | {ms:.0f} | {ratios[name]:.2f} | <= {target} |")
+    if scale:
+        md += [
+            "\nOne GenNi draw (beta 1, 256 x 50 positions, d 64), own process each:\n",
+            "| items | seconds | peak RSS GiB | rows per chunk |",
+            "|---|---|---|---|",
+        ]
+        md += [
+            f"| {p['items']:,} | {p['seconds']:.2f} | {p['peak_rss_gib']:.2f} | "
+            f"{p['chunk_rows']} |"
+            for p in scale
+        ]
+    md.append("\nCommand: `python benchmarks/sampler_speed.py`\n")
+    markdown = "\n".join(md)
+    print(markdown)
+    write_results("sampler_speed", results, markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
