@@ -305,15 +305,20 @@ def _finish(
     return result
 
 
-def load_run(run_dir: str, data_dir: str | None = None) -> SequentialRetrievalModel:
-    """The model of a finished (or running) run, with its best weights."""
+def read_config(run_dir: str, data_dir: str | None = None) -> TrainConfig:
+    """The `TrainConfig` of a run, optionally pointed at another dataset copy."""
     config_path = os.path.join(run_dir, CONFIG_FILE)
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"{config_path} not found: is {run_dir!r} a run?")
     values = _read_json(config_path)
     if data_dir is not None:
         values["data"] = data_dir
-    config = TrainConfig.from_dict(values)
+    return TrainConfig.from_dict(values)
+
+
+def load_run(run_dir: str, data_dir: str | None = None) -> SequentialRetrievalModel:
+    """The model of a finished (or running) run, with its best weights."""
+    config = read_config(run_dir, data_dir)
     info = schema.DatasetInfo.load(config.data)
     counts = np.ones(info.num_items + 1) if config.sampler == "popularity" else None
     model = build_model(config, info, counts)
@@ -327,6 +332,6 @@ def load_run(run_dir: str, data_dir: str | None = None) -> SequentialRetrievalMo
 def evaluate(run_dir: str, data_dir: str | None, split: str) -> dict[str, float]:
     """Full-ranking metrics of a run's best weights on `split`."""
     model = load_run(run_dir, data_dir)
-    data_dir = data_dir or _read_json(os.path.join(run_dir, CONFIG_FILE))["data"]
+    data_dir = read_config(run_dir, data_dir).data
     info = schema.DatasetInfo.load(data_dir)
     return Evaluator(data_dir, split, info.max_len)(model)

@@ -1,0 +1,54 @@
+"""A small client for GenNi endpoints (this server or stock TF Serving)."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+
+from pipeline import export
+
+
+def recommend_rest(
+    url: str, model: str, history: list[str], k: int | None = None, timeout: float = 10
+) -> tuple[list[str], list[float]]:
+    """Top-K over REST (`POST /v1/models/{model}:predict`)."""
+    instance: dict = {export.HISTORY: list(history)}
+    body: dict = {"instances": [instance]}
+    if k is not None:
+        body["signature_name"] = export.SIGNATURE_TOP_K
+        instance[export.K] = k
+    request = urllib.request.Request(
+        f"{url.rstrip('/')}/v1/models/{model}:predict",
+        data=json.dumps(body).encode("utf-8"),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            prediction = json.loads(response.read())["predictions"][0]
+    except urllib.error.HTTPError as e:
+        detail = e.read().decode("utf-8", "replace")
+        raise RuntimeError(f"The server answered {e.code}: {detail}") from None
+    except urllib.error.URLError as e:
+        raise RuntimeError(f"Cannot reach {url}: {e.reason}") from None
+    return prediction[export.ITEM_IDS], prediction[export.SCORES]
+
+
+def recommend_local(
+    base_path: str, history: list[str], k: int | None = None
+) -> tuple[list[str], list[float]]:
+    """Top-K from the newest SavedModel under `base_path`, in this process."""
+    import tensorflow as tf
+
+    versions = [int(v) for v in os.listdir(base_path) if v.isdigit()]
+    if not versions:
+        raise FileNotFoundError(f"No model version under {base_path!r}.")
+    model = tf.saved_model.load(os.path.join(base_path, str(max(versions))))
+    inputs = {export.HISTORY: tf.constant([history])}
+    if k is None:
+        outputs = model.signatures["serving_default"](**inputs)
+    else:
+        outputs = model.signatures[export.SIGNATURE_TOP_K](**inputs, k=tf.constant(k))
+    ids = [b.decode("utf-8") for b in outputs[export.ITEM_IDS].numpy()[0]]
+    return ids, outputs[export.SCORES].numpy()[0].tolist()

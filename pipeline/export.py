@@ -1,0 +1,185 @@
+"""`genni export`: a trained run as a SavedModel that stock TF Serving loads.
+
+MODEL_BASE/<version>/ holds a SavedModel whose signatures take raw item-id
+strings and return raw item-id strings:
+
+- `serving_default`: `history` string [B, L] -> `item_ids` string [B, K] and
+  `scores` float [B, K], K fixed at export (`--k`).
+- `top_k`: `history` string [B, L] and `k` int32 [] -> the same with k items.
+- `user_embedding`: `history` string [B, L] -> `embedding` float [B, d], for
+  external nearest-neighbour indexes.
+
+`history` is each user's recent items, oldest first, padded with "" to a common
+length. Inside the graph: vocabulary lookup (unknown ids and "" are dropped),
+truncation to the model's max length, the SASRec encoder, scores over all items
+(a brute-force matmul and `top_k`, core ops only) and exclusion of the items in
+the history. A history with no known item gets the most popular items.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import numpy as np
+import tensorflow as tf
+
+from pipeline import data, schema, train
+
+DEFAULT_K = 10
+SIGNATURE_TOP_K = "top_k"
+SIGNATURE_EMBEDDING = "user_embedding"
+HISTORY = "history"
+K = "k"
+ITEM_IDS = "item_ids"
+SCORES = "scores"
+EMBEDDING = "embedding"
+NEG_INF = float("-inf")
+
+
+class ServingModule(tf.Module):
+    """Raw item ids in, top-K raw item ids and scores out."""
+
+    def __init__(
+        self,
+        model: tf.Module,
+        items: list[str],
+        popularity: np.ndarray,
+        max_len: int,
+        default_k: int = DEFAULT_K,
+    ):
+        super().__init__(name="genni_serving")
+        if not 1 <= default_k <= len(items):
+            raise ValueError(
+                f"`k` must be between 1 and the {len(items)} items. Got {default_k}."
+            )
+        self.encoder = model.encoder
+        self.num_items = len(items)
+        self.max_len = max_len
+        self.default_k = default_k
+        vocabulary = tf.constant(items)
+        self.lookup = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                vocabulary, tf.range(1, len(items) + 1, dtype=tf.int64)
+            ),
+            default_value=schema.PADDING_ID,
+        )
+        self.item_strings = tf.Variable(
+            tf.concat([[""], vocabulary], axis=0), trainable=False, name="items"
+        )
+        fallback = np.log1p(np.asarray(popularity, dtype=np.float64)).astype(np.float32)
+        self.popularity = tf.Variable(fallback, trainable=False, name="popularity")
+
+    def _input_ids(self, history: tf.Tensor) -> tf.Tensor:
+        """[B, L] strings -> [B, max_len] ids: known items, most recent, left-padded."""
+        ids = self.lookup.lookup(history)  # (B, L), 0 for unknown and ""
+        recent = tf.ragged.boolean_mask(ids, ids > schema.PADDING_ID)[
+            :, -self.max_len :
+        ]
+        # Reversing the flat values reverses rows and items; padding on the
+        # right of that, then reversing both axes, pads on the left.
+        flipped = tf.RaggedTensor.from_row_lengths(
+            tf.reverse(recent.flat_values, [0]), tf.reverse(recent.row_lengths(), [0])
+        )
+        dense = flipped.to_tensor(schema.PADDING_ID, shape=[None, self.max_len])
+        return tf.reverse(dense, [0, 1])  # (B, max_len)
+
+    def _embed(self, history: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        input_ids = self._input_ids(history)
+        outputs = self.encoder(input_ids, training=False)[:, -1, :]  # (B, d)
+        return outputs, input_ids
+
+    def _top_k(self, history: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
+        embedding, input_ids = self._embed(history)
+        table = self.encoder.item_embeddings  # (V + 1, d)
+        scores = tf.matmul(embedding, table, transpose_b=True)  # (B, V + 1)
+        has_items = tf.reduce_any(input_ids > schema.PADDING_ID, axis=1)
+        fallback = tf.broadcast_to(self.popularity[None, :], tf.shape(scores))
+        scores = tf.where(has_items[:, None], scores, fallback)
+        # Exclude padding and every item of the whole history (not only the
+        # last max_len); unknown ids map to 0, the padding column.
+        all_ids = self.lookup.lookup(history)  # (B, L)
+        rows = tf.broadcast_to(
+            tf.range(tf.shape(all_ids, out_type=tf.int64)[0])[:, None],
+            tf.shape(all_ids),
+        )
+        seen = tf.stack([tf.reshape(rows, [-1]), tf.reshape(all_ids, [-1])], axis=1)
+        padding = tf.stack(
+            [
+                tf.range(tf.shape(scores, out_type=tf.int64)[0]),
+                tf.zeros_like(rows[:, 0]),
+            ],
+            axis=1,
+        )
+        indices = tf.concat([seen, padding], axis=0)
+        scores = tf.tensor_scatter_nd_update(
+            scores, indices, tf.fill([tf.shape(indices)[0]], NEG_INF)
+        )
+        k = tf.clip_by_value(tf.cast(k, tf.int32), 1, self.num_items)
+        values, indices = tf.math.top_k(scores, k=k)
+        return {ITEM_IDS: tf.gather(self.item_strings, indices), SCORES: values}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.string, name=HISTORY)])
+    def serve(self, history: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self._top_k(history, tf.constant(self.default_k))
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, None], tf.string, name=HISTORY),
+            tf.TensorSpec([], tf.int32, name=K),
+        ]
+    )
+    def serve_top_k(self, history: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self._top_k(history, k)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.string, name=HISTORY)])
+    def serve_embedding(self, history: tf.Tensor) -> dict[str, tf.Tensor]:
+        return {EMBEDDING: self._embed(history)[0]}
+
+
+def next_version(base: str) -> int:
+    versions = (
+        [int(v) for v in os.listdir(base) if v.isdigit()] if os.path.isdir(base) else []
+    )
+    return max(versions, default=0) + 1
+
+
+def export(
+    run_dir: str,
+    base: str,
+    version: int | None = None,
+    k: int = DEFAULT_K,
+    data_dir: str | None = None,
+) -> str:
+    """Export the best weights of `run_dir` to `base`/<version>; returns the path."""
+    model = train.load_run(run_dir, data_dir)
+    config = train.read_config(run_dir, data_dir)
+    info = schema.DatasetInfo.load(config.data)
+    with open(os.path.join(config.data, schema.ITEMS_FILE)) as f:
+        items = f.read().splitlines()
+    popularity = data.item_counts(config.data, info.max_len, info.num_items)[1:]
+    popularity = np.concatenate([[0], popularity])
+    module = ServingModule(model, items, popularity, info.max_len, k)
+    version = version if version is not None else next_version(base)
+    if version < 1:
+        raise ValueError(f"`version` must be a positive integer. Got {version}.")
+    final = os.path.join(base, str(version))
+    if os.path.exists(final):
+        raise FileExistsError(f"{final!r} exists; choose another --version.")
+    os.makedirs(base, exist_ok=True)
+    staging = os.path.join(base, f".staging-{version}-{uuid.uuid4().hex[:8]}")
+    try:
+        tf.saved_model.save(
+            module,
+            staging,
+            signatures={
+                "serving_default": module.serve,
+                SIGNATURE_TOP_K: module.serve_top_k,
+                SIGNATURE_EMBEDDING: module.serve_embedding,
+            },
+        )
+        os.rename(staging, final)  # TF Serving never sees a half-written version.
+    except BaseException:
+        tf.io.gfile.rmtree(staging) if tf.io.gfile.exists(staging) else None
+        raise
+    return final
