@@ -33,6 +33,8 @@ demo: install
 	$(GENNI) train --data $(DEMO)/data --output $(DEMO)/runs/genni --sampler genni \
 		--epochs $(DEMO_EPOCHS) --quiet
 	$(GENNI) evaluate --run $(DEMO)/runs/genni --split test
+	$(GENNI) export --run $(DEMO)/runs/genni --output $(DEMO)/models
+	$(PY) -m pipeline.demo --model-base-path $(DEMO)/models --data $(DEMO)/data
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -52,3 +52,25 @@ def recommend_local(
         outputs = model.signatures[export.SIGNATURE_TOP_K](**inputs, k=tf.constant(k))
     ids = [b.decode("utf-8") for b in outputs[export.ITEM_IDS].numpy()[0]]
     return ids, outputs[export.SCORES].numpy()[0].tolist()
+
+
+def recommend_grpc(
+    target: str, model: str, history: list[str], timeout: float = 10
+) -> tuple[list[str], list[float]]:
+    """Top-K over gRPC with TF Serving's own `PredictionServiceStub`."""
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model
+    request.model_spec.signature_name = "serving_default"
+    request.inputs[export.HISTORY].CopyFrom(
+        tf.make_tensor_proto([list(history)], dtype=tf.string)
+    )
+    with grpc.insecure_channel(target) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        response = stub.Predict(request, timeout=timeout)
+    ids = tf.make_ndarray(response.outputs[export.ITEM_IDS])[0]
+    scores = tf.make_ndarray(response.outputs[export.SCORES])[0]
+    return [b.decode("utf-8") for b in ids], scores.tolist()

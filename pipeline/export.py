@@ -183,3 +183,25 @@ def export(
         tf.io.gfile.rmtree(staging) if tf.io.gfile.exists(staging) else None
         raise
     return final
+
+
+def reference_top_k(
+    model: tf.Module, items: list[str], history: list[str], max_len: int, k: int
+) -> tuple[list[str], np.ndarray]:
+    """Top-K of the in-process model, in NumPy: the oracle for the SavedModel.
+
+    Same contract as the `serving_default` signature for a history with at
+    least one known item.
+    """
+    ids = {item: i for i, item in enumerate(items, start=1)}
+    known = [ids[h] for h in history if h in ids]
+    if not known:
+        raise ValueError("The reference needs at least one known item.")
+    recent = known[-max_len:]
+    x = np.zeros([1, max_len], np.int64)
+    x[0, max_len - len(recent) :] = recent
+    scores = model(tf.constant(x)).numpy()[0]
+    scores[0] = -np.inf
+    scores[known] = -np.inf
+    top = np.argsort(-scores, kind="stable")[:k]
+    return [items[i - 1] for i in top], scores[top]

@@ -286,6 +286,10 @@ def make_rest_handler(repository: ModelRepository) -> type[BaseHTTPRequestHandle
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "genni-serving"
+        # Headers and body leave in one segment, without Nagle's delay: else a
+        # keep-alive client waits out a delayed ACK (about 40 ms) per request.
+        disable_nagle_algorithm = True
+        wbufsize = 1 << 16
 
         def log_message(self, fmt: str, *args: object) -> None:
             _LOG.debug("%s " + fmt, self.address_string(), *args)
@@ -297,6 +301,7 @@ def make_rest_handler(repository: ModelRepository) -> type[BaseHTTPRequestHandle
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
+            self.wfile.flush()
 
         def _route(self) -> tuple[str, int | None, str]:
             match = REST_PATH.match(self.path)

@@ -77,19 +77,6 @@ def _rest(srv, path, body=None, raw=None):
         return e.code, json.loads(e.read())
 
 
-def _in_process_top_k(run, items, history, k):
-    model = train.load_run(run)
-    ids = {s: i for i, s in enumerate(items, start=1)}
-    known = [ids[h] for h in history if h in ids][-8:]
-    x = np.zeros([1, 8], np.int64)
-    x[0, 8 - len(known) :] = known
-    scores = model(tf.constant(x)).numpy()[0]
-    scores[0] = -np.inf
-    scores[[ids[h] for h in history if h in ids]] = -np.inf
-    top = np.argsort(-scores, kind="stable")[:k]
-    return [items[i - 1] for i in top], scores[top]
-
-
 def test_export_layout_and_round_trip(exported):
     run, base, path, items = exported
     assert path == os.path.join(base, "1")
@@ -102,7 +89,9 @@ def test_export_layout_and_round_trip(exported):
     history = [items[3], items[10], "unknown-id", items[7]]
     out = model.signatures["serving_default"](history=tf.constant([history]))
     got_ids = [b.decode() for b in out["item_ids"].numpy()[0]]
-    want_ids, want_scores = _in_process_top_k(run, items, history, 5)
+    want_ids, want_scores = export.reference_top_k(
+        train.load_run(run), items, history, 8, 5
+    )
     assert got_ids == want_ids
     np.testing.assert_allclose(
         out["scores"].numpy()[0], want_scores, rtol=1e-4, atol=1e-5
