@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from components.random import make_generator
+
 
 @tf.keras.utils.register_keras_serializable(package="genni")
 class CheckpointedDropout(tf.keras.layers.Layer):
@@ -25,12 +27,7 @@ class CheckpointedDropout(tf.keras.layers.Layer):
             raise ValueError(f"`rate` must be in [0, 1). Got {rate}.")
         self.rate = rate
         self.seed = seed
-        with tf.init_scope():
-            self.generator = (
-                tf.random.Generator.from_seed(seed)
-                if seed is not None
-                else tf.random.Generator.from_non_deterministic_state()
-            )
+        self.generator = make_generator(seed)
 
     def call(self, inputs: tf.Tensor, training: bool = False) -> tf.Tensor:
         if not training or self.rate == 0.0:

@@ -44,6 +44,7 @@ _LOG = logging.getLogger(__name__)
 
 DEFAULT_MODEL_NAME = "genni"
 MAX_REQUEST_BYTES = 1 << 20
+DISCARD_LIMIT_BYTES = 64 << 20
 MAX_BATCH = 1024
 MAX_HISTORY = 1000
 POLL_SECONDS = 2.0
@@ -344,6 +345,7 @@ def make_rest_handler(repository: ModelRepository) -> type[BaseHTTPRequestHandle
             def work() -> dict:
                 length = int(self.headers.get("Content-Length") or 0)
                 if length > MAX_REQUEST_BYTES:
+                    self._discard(length)
                     self.close_connection = True
                     raise RequestError(
                         f"Request of {length} bytes exceeds {MAX_REQUEST_BYTES}.", 413

@@ -30,3 +30,17 @@ def write_log(tmp_path):
         return str(path)
 
     return write
+
+
+def make_dataset(root, num_users, num_items, seed, max_len):
+    """A small synthetic log preprocessed (in memory) under `root`: (dir, stats)."""
+    from pipeline import inmemory, synthetic
+    from pipeline.configs import PreprocessConfig
+
+    log = str(root / "log.json.gz")
+    config = synthetic.SyntheticConfig(
+        num_users=num_users, num_items=num_items, noise_users=0, seed=seed
+    )
+    synthetic.write_log(config, log)
+    out = str(root / "data")
+    return out, inmemory.run(PreprocessConfig(input=log, output=out, max_len=max_len))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from components.random import make_generator
+
 # Rejection rounds before giving up on an excluded draw (the popularity sampler).
 # With a catalog much larger than a user's history about 1 round is needed; a
 # draw still excluded after these rounds is kept.
@@ -36,12 +38,7 @@ class NegativeSampler(tf.keras.layers.Layer):
         self.num_items = num_items
         self.num_negatives = num_negatives
         self.seed = seed
-        with tf.init_scope():
-            self.generator = (
-                tf.random.Generator.from_seed(seed)
-                if seed is not None
-                else tf.random.Generator.from_non_deterministic_state()
-            )
+        self.generator = make_generator(seed)
 
     def _seed(self) -> tf.Tensor:
         """A fresh stateless seed, shape [2]."""

@@ -19,20 +19,15 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from pipeline import client, export, inmemory, serving, synthetic, train
-from pipeline.configs import PreprocessConfig, TrainConfig
+from pipeline import client, export, serving, train
+from pipeline.configs import TrainConfig
+from tests.conftest import make_dataset
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
-    log = str(root / "log.json.gz")
-    synthetic.write_log(
-        synthetic.SyntheticConfig(num_users=300, num_items=80, noise_users=0, seed=2),
-        log,
-    )
-    data = str(root / "data")
-    inmemory.run(PreprocessConfig(input=log, output=data, max_len=8))
+    data, _ = make_dataset(root, num_users=300, num_items=80, seed=2, max_len=8)
     run = str(root / "run")
     train.train(
         TrainConfig(

@@ -6,20 +6,15 @@ import os
 import numpy as np
 import pytest
 
-from pipeline import cli, inmemory, synthetic, train
-from pipeline.configs import PreprocessConfig, TrainConfig
-
-TINY = synthetic.SyntheticConfig(num_users=500, num_items=150, noise_users=0, seed=5)
+from pipeline import cli, train
+from pipeline.configs import TrainConfig
+from tests.conftest import make_dataset
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
-    log = str(root / "log.json.gz")
-    synthetic.write_log(TINY, log)
-    out = str(root / "data")
-    stats = inmemory.run(PreprocessConfig(input=log, output=out, max_len=10))
-    return out, stats
+    return make_dataset(root, num_users=500, num_items=150, seed=5, max_len=10)
 
 
 def read_json(path):
