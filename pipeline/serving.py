@@ -330,6 +330,16 @@ def make_rest_handler(repository: ModelRepository) -> type[BaseHTTPRequestHandle
                 _LOG.exception("Internal error")
                 self._send(500, {"error": f"Internal error: {type(e).__name__}"})
 
+        def _discard(self, length: int) -> None:
+            # Read what the client is still sending (up to a bound), so that it
+            # gets the 413 answer instead of a reset connection.
+            left = min(length, DISCARD_LIMIT_BYTES)
+            while left > 0:
+                chunk = self.rfile.read(min(left, 1 << 16))
+                if not chunk:
+                    break
+                left -= len(chunk)
+
         def do_GET(self) -> None:
             def work() -> dict:
                 name, version, action = self._route()
