@@ -160,6 +160,31 @@ def _recommend(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+def _tune(args: argparse.Namespace, extra: list[str]) -> int:
+    if extra:
+        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
+    from pipeline import tune
+
+    result = tune.tune(
+        args.data,
+        args.output,
+        oracle=args.oracle,
+        max_trials=args.max_trials,
+        epochs_per_trial=args.epochs_per_trial,
+        patience=args.patience,
+        space_file=args.space,
+        seed=args.seed,
+    )
+    with open(os.path.join(args.output, tune.TABLE_FILE)) as f:
+        print(f.read())
+    if result["trials"]:
+        print(
+            f"Best configuration: {os.path.join(args.output, tune.BEST_CONFIG_FILE)} "
+            f"(genni train --config FILE)"
+        )
+    return 0
+
+
 def format_table(metrics: dict) -> str:
     names = [n for n in metrics if n != "MRR"] + ["MRR"]
     return "  " + "  ".join(f"{n} {metrics[n]:.2f}" for n in names)
@@ -226,6 +251,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default=schema.TEST, choices=schema.SPLITS[1:])
     p.add_argument("--json", action="store_true", help="Print JSON.")
     p.set_defaults(handler=_evaluate)
+
+    p = commands.add_parser(
+        "tune",
+        help="Hyperparameter search with keras-tuner (objective: valid NDCG@10).",
+        description="Search sampler, alpha, beta, k, self-adjusted alpha, learning "
+        "rate, d, layers, heads and dropout with keras-tuner; each trial is a `genni "
+        "train` run. Re-running the command continues the search. Distributed: "
+        "start one chief and N workers with KERASTUNER_TUNER_ID (chief, tuner0, "
+        "...), KERASTUNER_ORACLE_IP and KERASTUNER_ORACLE_PORT set.",
+    )
+    p.add_argument("--data", required=True, help="Output of `genni preprocess`.")
+    p.add_argument("--output", required=True, help="Search directory.")
+    p.add_argument(
+        "--oracle", default="random", choices=("random", "bayesian", "hyperband")
+    )
+    p.add_argument("--max-trials", type=int, default=12)
+    p.add_argument("--epochs-per-trial", type=int, default=30)
+    p.add_argument("--patience", type=int, default=10)
+    p.add_argument(
+        "--space", default=None, help="JSON/YAML file replacing space entries."
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=_tune)
 
     p = commands.add_parser(
         "export", help="Export a run as a TF Serving SavedModel (MODEL_BASE/<version>)."

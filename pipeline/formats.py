@@ -23,6 +23,7 @@ FORMATS = (AMAZON, AMAZON_2023, YELP, CSV, SEQUENCES)
 
 YELP_DATE_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
 MS_PER_SECOND = 1000.0
+DETECT_LINES = 1000
 
 
 class Event(NamedTuple):
@@ -202,14 +203,27 @@ def dead_letter_record(path: str, line: str, reason: str) -> str:
 
 
 def resolve_format(fmt: str, first_lines: Iterator[str]) -> str:
-    """`fmt` itself, or the format detected from the first non-blank line."""
+    """`fmt` itself, or the format detected from the first well-formed line.
+
+    A log may start with a broken record, so up to `DETECT_LINES` lines are
+    tried; the error names the first one when none can be told.
+    """
     if fmt != AUTO:
         if fmt not in FORMATS:
             raise ValueError(
                 f"Unknown format {fmt!r}: choose one of {', '.join(FORMATS)}."
             )
         return fmt
-    for line in first_lines:
-        if line.strip():
+    first_error = None
+    for n, line in enumerate(first_lines):
+        if n >= DETECT_LINES:
+            break
+        if not line.strip():
+            continue
+        try:
             return detect_format(line)
+        except ValueError as e:
+            first_error = first_error or e
+    if first_error is not None:
+        raise first_error
     raise ValueError("The input is empty: no line to detect its format from.")

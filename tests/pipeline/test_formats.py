@@ -122,3 +122,8 @@ def test_detect_format_failure_names_the_flag():
     with pytest.raises(ValueError, match="input is empty"):
         formats.resolve_format(formats.AUTO, iter(["", "  "]))
     assert formats.resolve_format(formats.CSV, iter([])) == formats.CSV
+    # A broken first record does not hide the format of the rest.
+    lines = ['{"reviewerID": "A1", ', '{"reviewerID": "A", "asin": "B"}']
+    assert formats.resolve_format(formats.AUTO, iter(lines)) == formats.AMAZON
+    with pytest.raises(ValueError, match="pass --format"):
+        formats.resolve_format(formats.AUTO, iter(["<a>", "<b>"]))

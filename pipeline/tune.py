@@ -1,0 +1,319 @@
+"""`genni tune`: hyperparameter search with keras-tuner.
+
+keras-tuner builds Keras 3 models in its default path and rejects tf-keras ones
+(keras-tuner issue 1039), so `GenNiTuner` overrides `run_trial`: it turns the
+trial's hyperparameters into a `TrainConfig`, trains with the same builder and
+loop as `genni train` (early stopping included), and returns the best validation
+NDCG@10 from the project's full-ranking metric. The oracle (random, Bayesian or
+Hyperband) and its state are keras-tuner's own: re-running the same command
+continues the search, and keras-tuner's chief/worker mode distributes it
+(KERASTUNER_TUNER_ID, KERASTUNER_ORACLE_IP, KERASTUNER_ORACLE_PORT).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+
+import keras_tuner as kt
+
+from pipeline import train
+from pipeline.configs import TrainConfig
+
+OBJECTIVE = "NDCG@10"
+ORACLES = ("random", "bayesian", "hyperband")
+PROJECT = "search"
+BEST_CONFIG_FILE = "best_config.json"
+RESULTS_FILE = "results.json"
+TABLE_FILE = "results.md"
+TRIALS_DIR = "trials"
+
+# The default search space: name -> spec. "choice" takes "values"; "int" and
+# "float" take "min" and "max" (and "log" for a log-uniform float); a plain
+# value fixes the setting.
+DEFAULT_SPACE: dict[str, object] = {
+    "sampler": {"type": "choice", "values": ["genni", "uniform", "popularity"]},
+    "alpha": {"type": "float", "min": 0.0, "max": 6.0},
+    "beta": {"type": "float", "min": 1e-3, "max": 1.0, "log": True},
+    "num_negatives": {"type": "int", "min": 1, "max": 10},
+    "self_adjust_alpha": {"type": "choice", "values": [False, True]},
+    "learning_rate": {"type": "float", "min": 1e-4, "max": 1e-2, "log": True},
+    "hidden_size": {"type": "choice", "values": [32, 64, 128]},
+    "num_layers": {"type": "int", "min": 1, "max": 3},
+    "num_heads": {"type": "choice", "values": [1, 2, 4]},
+    "dropout": {"type": "float", "min": 0.1, "max": 0.7},
+}
+GENNI_ONLY = ("alpha", "beta", "self_adjust_alpha")
+SELF_ADJUST_STEP = 0.001
+TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+DEFAULTS = TrainConfig(data="", output="")
+SPACE_NAMES = set(DEFAULT_SPACE)
+
+
+class SpaceError(ValueError):
+    """A search-space file that cannot be used."""
+
+
+def load_space(path: str | None) -> dict[str, object]:
+    """The default space, with the entries of a JSON/YAML file replacing its own."""
+    space = dict(DEFAULT_SPACE)
+    if path is None:
+        return space
+    try:
+        with open(path) as f:
+            text = f.read()
+        if path.endswith((".yaml", ".yml")):
+            import yaml
+
+            loaded = yaml.safe_load(text)
+        else:
+            loaded = json.loads(text)
+    except (OSError, ValueError) as e:
+        raise SpaceError(f"Cannot read --space {path!r}: {e}") from None
+    if not isinstance(loaded, dict):
+        raise SpaceError(f"--space {path!r} must map setting names to specs.")
+    unknown = sorted(set(loaded) - SPACE_NAMES)
+    if unknown:
+        raise SpaceError(
+            f"--space {path!r}: unknown settings {unknown}; "
+            f"known: {sorted(SPACE_NAMES)}."
+        )
+    for name, spec in loaded.items():
+        _check_spec(name, spec)
+    space.update(loaded)
+    return space
+
+
+def _check_spec(name: str, spec: object) -> None:
+    if not isinstance(spec, dict):
+        return  # A fixed value.
+    kind = spec.get("type")
+    if kind == "choice":
+        values = spec.get("values")
+        if not isinstance(values, list) or not values:
+            raise SpaceError(f"`{name}`: a choice needs a non-empty list `values`.")
+    elif kind in ("int", "float"):
+        low, high = spec.get("min"), spec.get("max")
+        if not isinstance(low, (int, float)) or not isinstance(high, (int, float)):
+            raise SpaceError(f"`{name}`: {kind} needs numbers `min` and `max`.")
+        if low > high:
+            raise SpaceError(f"`{name}`: min {low} is above max {high}.")
+        if spec.get("log") and low <= 0:
+            raise SpaceError(f"`{name}`: a log scale needs min > 0.")
+    else:
+        raise SpaceError(f"`{name}`: type must be choice, int or float; got {kind!r}.")
+
+
+def _default(name: str, spec: dict) -> object:
+    """The paper's setting (TrainConfig's default) when the spec allows it.
+
+    Trial 0 of a search then trains the defaults, so the search's best is never
+    worse on validation than `genni train` without flags.
+    """
+    value = {"self_adjust_alpha": False}.get(name, getattr(DEFAULTS, name, None))
+    if spec["type"] == "choice":
+        return value if value in spec["values"] else None
+    if (
+        value is None
+        or isinstance(value, bool)
+        or not spec["min"] <= value <= spec["max"]
+    ):
+        return None
+    return value
+
+
+def _value(hp: kt.HyperParameters, name: str, spec: object) -> object:
+    if not isinstance(spec, dict):
+        return hp.Fixed(name, spec)
+    default = _default(name, spec)
+    if spec["type"] == "choice":
+        return hp.Choice(name, spec["values"], default=default)
+    if spec["type"] == "int":
+        return hp.Int(name, int(spec["min"]), int(spec["max"]), default=default)
+    return hp.Float(
+        name,
+        float(spec["min"]),
+        float(spec["max"]),
+        sampling="log" if spec.get("log") else "linear",
+        default=default,
+    )
+
+
+def config_from_hp(
+    hp: kt.HyperParameters, space: dict[str, object], base: TrainConfig
+) -> TrainConfig:
+    """The one place a trial's hyperparameters become a `TrainConfig`."""
+    values = {
+        name: _value(hp, name, spec)
+        for name, spec in space.items()
+        if name not in GENNI_ONLY
+    }
+    if values["sampler"] == "genni":
+        with hp.conditional_scope("sampler", ["genni"]):
+            for name in GENNI_ONLY:
+                values[name] = _value(hp, name, space[name])
+    heads = values["num_heads"]
+    hidden = values["hidden_size"]
+    if hidden % heads:
+        values["num_heads"] = math.gcd(hidden, heads)  # Keep the pair valid.
+    settings = {k: v for k, v in values.items() if k in TRAIN_FIELDS}
+    if values.get("self_adjust_alpha"):
+        settings["alpha_step"] = SELF_ADJUST_STEP
+    settings["attention_dropout"] = settings["dropout"]
+    return dataclasses.replace(base, **settings)
+
+
+class GenNiTuner(kt.Tuner):
+    """A keras-tuner Tuner whose trials are `genni train` runs.
+
+    Args:
+        oracle: any keras-tuner oracle with objective max "NDCG@10".
+        space: the search space (see `DEFAULT_SPACE`).
+        base: settings every trial starts from (data, epochs, patience, seed).
+    """
+
+    def __init__(self, oracle: kt.Oracle, space: dict, base: TrainConfig, **kwargs):
+        super().__init__(oracle=oracle, hypermodel=None, **kwargs)
+        self.space = space
+        self.base = base
+
+    def run_trial(self, trial: kt.engine.trial.Trial, *args, **kwargs) -> dict:
+        hp = trial.hyperparameters
+        config = config_from_hp(hp, self.space, self.base)
+        if "tuner/epochs" in hp.values:  # Hyperband's budget for this round.
+            config = dataclasses.replace(config, epochs=int(hp.values["tuner/epochs"]))
+        output = os.path.join(self.project_dir, TRIALS_DIR, trial.trial_id)
+        config = dataclasses.replace(config, output=output)
+        resume = os.path.exists(os.path.join(output, train.CONFIG_FILE))
+        start = time.perf_counter()
+        result = train.train(config, resume=resume, verbose=0)
+        metrics = {
+            OBJECTIVE: max(
+                r["valid"][OBJECTIVE] for r in result["history"] if "valid" in r
+            ),
+            "epochs": result["epochs_run"],
+            "seconds": time.perf_counter() - start,
+        }
+        with open(os.path.join(output, "trial_metrics.json"), "w") as f:
+            json.dump(metrics | {"config": config.to_dict()}, f, indent=2)
+        return metrics
+
+    def save_model(self, trial_id, model, step=0):  # The run dir holds it.
+        pass
+
+    def load_model(self, trial):
+        return train.load_run(
+            os.path.join(self.project_dir, TRIALS_DIR, trial.trial_id)
+        )
+
+
+def make_oracle(name: str, max_trials: int, epochs: int, seed: int) -> kt.Oracle:
+    objective = kt.Objective(OBJECTIVE, direction="max")
+    if name == "random":
+        return kt.oracles.RandomSearchOracle(
+            objective, max_trials=max_trials, seed=seed
+        )
+    if name == "bayesian":
+        return kt.oracles.BayesianOptimizationOracle(
+            objective, max_trials=max_trials, seed=seed
+        )
+    if name == "hyperband":
+        return kt.oracles.HyperbandOracle(objective, max_epochs=epochs, seed=seed)
+    raise ValueError(f"`oracle` must be one of {ORACLES}. Got {name!r}.")
+
+
+def tune(
+    data: str,
+    output: str,
+    oracle: str = "random",
+    max_trials: int = 12,
+    epochs_per_trial: int = 30,
+    patience: int = 10,
+    space_file: str | None = None,
+    seed: int = 0,
+) -> dict:
+    """Run (or continue) a search; writes the table and the best config."""
+    space = load_space(space_file)
+    base = TrainConfig(
+        data=data, output="", epochs=epochs_per_trial, patience=patience, seed=seed
+    )
+    tuner = GenNiTuner(
+        make_oracle(oracle, max_trials, epochs_per_trial, seed),
+        space,
+        base,
+        directory=output,
+        project_name=PROJECT,
+        overwrite=False,  # Re-running continues the same search.
+    )
+    tuner.search()
+    return write_results(tuner, output)
+
+
+def write_results(tuner: GenNiTuner, output: str) -> dict:
+    trials = [
+        t
+        for t in tuner.oracle.trials.values()
+        if t.status == "COMPLETED" and t.score is not None
+    ]
+    trials.sort(key=lambda t: t.score, reverse=True)
+    rows = []
+    for t in trials:
+        metrics_path = os.path.join(
+            tuner.project_dir, TRIALS_DIR, t.trial_id, "trial_metrics.json"
+        )
+        details = {}
+        if os.path.exists(metrics_path):
+            with open(metrics_path) as f:
+                details = json.load(f)
+        rows.append(
+            {
+                "trial": t.trial_id,
+                OBJECTIVE: t.score,
+                "epochs": details.get("epochs"),
+                "seconds": details.get("seconds"),
+                "hyperparameters": {
+                    k: v
+                    for k, v in t.hyperparameters.values.items()
+                    if not k.startswith("tuner/")
+                },
+                "config": details.get("config"),
+            }
+        )
+    result = {"objective": OBJECTIVE, "trials": rows}
+    os.makedirs(output, exist_ok=True)
+    with open(os.path.join(output, RESULTS_FILE), "w") as f:
+        json.dump(result, f, indent=2)
+    if rows and rows[0]["config"]:
+        best = dict(rows[0]["config"])
+        # The trial budget (epochs, patience) is the search's, not a setting found.
+        for key in ("data", "output", "epochs", "patience"):
+            best.pop(key, None)
+        with open(os.path.join(output, BEST_CONFIG_FILE), "w") as f:
+            json.dump(best, f, indent=2, sort_keys=True)
+    names = sorted({k for r in rows for k in r["hyperparameters"]})
+    lines = [
+        f"| rank | trial | valid {OBJECTIVE} | epochs | seconds | "
+        + " | ".join(names)
+        + " |",
+        "|---" * (len(names) + 5) + "|",
+    ]
+    for rank, r in enumerate(rows, start=1):
+        cells = [_cell(r["hyperparameters"].get(n)) for n in names]
+        lines.append(
+            f"| {rank} | {r['trial']} | {r[OBJECTIVE]:.2f} | {r['epochs']} | "
+            f"{(r['seconds'] or 0):.0f} | " + " | ".join(cells) + " |"
+        )
+    with open(os.path.join(output, TABLE_FILE), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return result
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
