@@ -175,6 +175,9 @@ def _tune(args: argparse.Namespace, extra: list[str]) -> int:
         space_file=args.space,
         seed=args.seed,
     )
+    if result.get("worker"):
+        print("Worker done: the chief writes the results table.")
+        return 0
     with open(os.path.join(args.output, tune.TABLE_FILE)) as f:
         print(f.read())
     if result["trials"]:

@@ -142,6 +142,22 @@ def _value(hp: kt.HyperParameters, name: str, spec: object) -> object:
     )
 
 
+def declare_space(space: dict[str, object]) -> kt.HyperParameters:
+    """Every hyperparameter of `space`, registered before the first trial.
+
+    The oracle then knows the whole space from the start: with an empty space
+    a second distributed worker would get no new trial to run.
+    """
+    hp = kt.HyperParameters()
+    for name, spec in space.items():
+        if name not in GENNI_ONLY:
+            _value(hp, name, spec)
+    with hp.conditional_scope("sampler", ["genni"]):
+        for name in GENNI_ONLY:
+            _value(hp, name, space[name])
+    return hp
+
+
 def config_from_hp(
     hp: kt.HyperParameters, space: dict[str, object], base: TrainConfig
 ) -> TrainConfig:
@@ -197,8 +213,14 @@ class GenNiTuner(kt.Tuner):
             "epochs": result["epochs_run"],
             "seconds": time.perf_counter() - start,
         }
+        print(
+            f"Trial {trial.trial_id} on {self.tuner_id}: valid {OBJECTIVE} "
+            f"{metrics[OBJECTIVE]:.2f} after {metrics['epochs']} epochs",
+            flush=True,
+        )
         with open(os.path.join(output, "trial_metrics.json"), "w") as f:
-            json.dump(metrics | {"config": config.to_dict()}, f, indent=2)
+            record = {"tuner_id": self.tuner_id, "config": config.to_dict()}
+            json.dump(metrics | record, f, indent=2)
         return metrics
 
     def save_model(self, trial_id, model, step=0):  # The run dir holds it.
@@ -210,18 +232,34 @@ class GenNiTuner(kt.Tuner):
         )
 
 
-def make_oracle(name: str, max_trials: int, epochs: int, seed: int) -> kt.Oracle:
+class DefaultsFirstRandomSearch(kt.oracles.RandomSearchOracle):
+    """Random search whose first trial is the default settings (the paper's).
+
+    The search's best is then never worse on validation than plain `genni
+    train`; later trials are random as usual.
+    """
+
+    def populate_space(self, trial_id: str) -> dict:
+        if not self._tried_so_far:
+            values = self.hyperparameters.copy().values
+            self._tried_so_far.add(self._compute_values_hash(values))
+            return {"status": kt.engine.trial.TrialStatus.RUNNING, "values": values}
+        return super().populate_space(trial_id)
+
+
+def make_oracle(
+    name: str, max_trials: int, epochs: int, seed: int, space: dict[str, object]
+) -> kt.Oracle:
     objective = kt.Objective(OBJECTIVE, direction="max")
+    common = dict(seed=seed, hyperparameters=declare_space(space))
     if name == "random":
-        return kt.oracles.RandomSearchOracle(
-            objective, max_trials=max_trials, seed=seed
-        )
+        return DefaultsFirstRandomSearch(objective, max_trials=max_trials, **common)
     if name == "bayesian":
         return kt.oracles.BayesianOptimizationOracle(
-            objective, max_trials=max_trials, seed=seed
+            objective, max_trials=max_trials, **common
         )
     if name == "hyperband":
-        return kt.oracles.HyperbandOracle(objective, max_epochs=epochs, seed=seed)
+        return kt.oracles.HyperbandOracle(objective, max_epochs=epochs, **common)
     raise ValueError(f"`oracle` must be one of {ORACLES}. Got {name!r}.")
 
 
@@ -241,7 +279,7 @@ def tune(
         data=data, output="", epochs=epochs_per_trial, patience=patience, seed=seed
     )
     tuner = GenNiTuner(
-        make_oracle(oracle, max_trials, epochs_per_trial, seed),
+        make_oracle(oracle, max_trials, epochs_per_trial, seed, space),
         space,
         base,
         directory=output,
@@ -249,7 +287,16 @@ def tune(
         overwrite=False,  # Re-running continues the same search.
     )
     tuner.search()
+    if is_worker():
+        return {"objective": OBJECTIVE, "trials": [], "worker": True}
     return write_results(tuner, output)
+
+
+def is_worker() -> bool:
+    """A worker of keras-tuner's distributed mode (the chief holds the oracle)."""
+    return "KERASTUNER_ORACLE_IP" in os.environ and "chief" not in os.environ.get(
+        "KERASTUNER_TUNER_ID", ""
+    )
 
 
 def write_results(tuner: GenNiTuner, output: str) -> dict:
