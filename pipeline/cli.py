@@ -70,16 +70,12 @@ def _preprocess(args: argparse.Namespace, beam_args: list[str]) -> int:
 
 
 def _synth(args: argparse.Namespace, extra: list[str]) -> int:
-    if extra:
-        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
     n = synthetic.write_log(synthetic.config_from_args(args), args.output)
     print(f"Wrote {n:,} review lines to {args.output}")
     return 0
 
 
 def _stats(args: argparse.Namespace, extra: list[str]) -> int:
-    if extra:
-        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
     path = os.path.join(args.data, schema.STATS_FILE)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found: run `genni preprocess` first.")
@@ -89,8 +85,6 @@ def _stats(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _train(args: argparse.Namespace, extra: list[str]) -> int:
-    if extra:
-        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
     from pipeline import train, train_args
 
     config = train_args.config_from_args(args)
@@ -101,8 +95,6 @@ def _train(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _evaluate(args: argparse.Namespace, extra: list[str]) -> int:
-    if extra:
-        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
     from pipeline import train
 
     metrics = train.evaluate(args.run, args.data, args.split)
@@ -111,8 +103,6 @@ def _evaluate(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _export(args: argparse.Namespace, extra: list[str]) -> int:
-    if extra:
-        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
     from pipeline import export
 
     path = export.export(args.run, args.output, args.version, args.k, args.data)
@@ -121,8 +111,6 @@ def _export(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _serve(args: argparse.Namespace, extra: list[str]) -> int:
-    if extra:
-        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
     from pipeline import serving
 
     server = serving.Server(
@@ -143,8 +131,6 @@ def _serve(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _recommend(args: argparse.Namespace, extra: list[str]) -> int:
-    if extra:
-        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
     from pipeline import client
 
     if bool(args.server) == bool(args.model_base_path):
@@ -161,8 +147,6 @@ def _recommend(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _tune(args: argparse.Namespace, extra: list[str]) -> int:
-    if extra:
-        raise ValueError(f"Unknown arguments: {' '.join(extra)}")
     from pipeline import tune
 
     result = tune.tune(
@@ -328,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         logging.getLogger("apache_beam").setLevel(logging.ERROR)
     try:
+        if extra and args.command != "preprocess":  # Only Beam takes extra flags.
+            raise ValueError(f"Unknown arguments: {' '.join(extra)}")
         return args.handler(args, extra)
     except (
         FileNotFoundError,
