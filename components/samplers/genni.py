@@ -28,7 +28,21 @@ from components.samplers.base import NegativeSampler
 
 DEFAULT_MAX_LOGITS = 1 << 24
 CDF_BLOCK = 128
+MATMUL_CUMSUM_MAX = 1024
 NEG_INF = float("-inf")
+
+
+def _cumsum(x: tf.Tensor) -> tf.Tensor:
+    """Cumulative sum over the last axis.
+
+    TensorFlow's CPU cumsum kernel is slow; for short rows a product with an
+    upper-triangular matrix of ones is the same sum on the matmul units.
+    """
+    width = x.shape[-1]
+    if width is None or width > MATMUL_CUMSUM_MAX:
+        return tf.cumsum(x, axis=-1)
+    upper = tf.linalg.band_part(tf.ones([width, width], x.dtype), 0, -1)
+    return tf.reshape(tf.matmul(tf.reshape(x, [-1, width]), upper), tf.shape(x))
 
 
 def categorical(logits: tf.Tensor, num_samples: int, seed: tf.Tensor) -> tf.Tensor:
@@ -52,6 +66,7 @@ def categorical(logits: tf.Tensor, num_samples: int, seed: tf.Tensor) -> tf.Tens
     probs = tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True))
     probs = tf.pad(probs, [[0, 0], [0, num_blocks * CDF_BLOCK - m]])
     probs = tf.reshape(probs, [rows, num_blocks, CDF_BLOCK])  # (rows, nb, block)
+    # Sequential cumsum: a zero-mass block keeps the CDF exactly flat.
     block_cdf = tf.cumsum(tf.reduce_sum(probs, axis=-1), axis=-1)  # (rows, nb)
     # u in (0, total]: the first position whose CDF reaches u has positive mass.
     u = 1.0 - tf.random.stateless_uniform([rows, num_samples], seed)
@@ -62,7 +77,8 @@ def categorical(logits: tf.Tensor, num_samples: int, seed: tf.Tensor) -> tf.Tens
     before = tf.gather(
         tf.pad(block_cdf, [[0, 0], [1, 0]]), block, batch_dims=1
     )  # (rows, k), CDF up to the chosen block
-    inner_cdf = tf.cumsum(tf.gather(probs, block, batch_dims=1), axis=-1)
+    inner_probs = tf.gather(probs, block, batch_dims=1)  # (rows, k, block)
+    inner_cdf = _cumsum(inner_probs)
     residual = tf.minimum(u - before, inner_cdf[:, :, -1])  # (rows, k), > 0
     inner = tf.searchsorted(
         tf.reshape(inner_cdf, [-1, CDF_BLOCK]),
@@ -71,6 +87,15 @@ def categorical(logits: tf.Tensor, num_samples: int, seed: tf.Tensor) -> tf.Tens
         out_type=tf.int32,
     )
     inner = tf.minimum(tf.reshape(inner, [rows, num_samples]), CDF_BLOCK - 1)
+    # The matmul CDF may round a zero-mass entry (the masked target) a hair
+    # above its left neighbour; never pick such an entry: take the last
+    # positive-mass entry at or before the pick (the first one if none).
+    positions = tf.range(CDF_BLOCK, dtype=tf.int32)
+    positive = inner_probs > 0
+    allowed = tf.logical_and(positive, positions <= inner[:, :, None])
+    last = tf.reduce_max(tf.where(allowed, positions, -1), axis=-1)
+    first = tf.argmax(tf.cast(positive, tf.int32), axis=-1, output_type=tf.int32)
+    inner = tf.where(last >= 0, last, first)
     return tf.cast(block * CDF_BLOCK + inner, tf.int64)
 
 
