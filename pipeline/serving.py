@@ -191,9 +191,9 @@ def _num_items(model: tf.Module) -> int:
 
 def _jsonable(values: np.ndarray) -> list:
     if values.dtype == object or values.dtype.kind == "S":
-        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(
-            values
-        ).tolist()
+        if values.ndim == 1:
+            return [v.decode("utf-8") for v in values]
+        return [_jsonable(row) for row in values]
     return values.tolist()
 
 
