@@ -56,12 +56,15 @@ def run_variant(
     seed: int,
     epochs: int,
     patience: int,
-) -> dict:
+    report_only: bool = False,
+) -> dict | None:
     output = os.path.join(runs_dir, f"{dataset}_{variant}_s{seed}")
     metrics_path = os.path.join(output, train.METRICS_FILE)
     if os.path.exists(metrics_path):
         with open(metrics_path) as f:
             return json.load(f)
+    if report_only:
+        return None
     config = TrainConfig(
         data=data,
         output=output,
@@ -92,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs-dir", default="runs")
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--patience", type=int, default=40)
+    parser.add_argument(
+        "--report-only", action="store_true", help="Tabulate finished runs; train none."
+    )
     args = parser.parse_args(argv)
 
     rows = {}
@@ -105,10 +111,15 @@ def main(argv: list[str] | None = None) -> int:
                 seed,
                 args.epochs,
                 args.patience,
+                args.report_only,
             )
             for seed in args.seeds
         ]
+        results = [r for r in results if r is not None]
+        if not results:
+            continue
         rows[variant] = {
+            "seeds": len(results),
             "test": {m: [r["test"][m] for r in results] for m in METRICS},
             "valid_ndcg10": [r["valid"]["NDCG@10"] for r in results],
             "best_epoch": [r["best_epoch"] for r in results],
