@@ -57,6 +57,7 @@ def run_variant(
     epochs: int,
     patience: int,
     report_only: bool = False,
+    include_running: bool = False,
 ) -> dict | None:
     output = os.path.join(runs_dir, f"{dataset}_{variant}_s{seed}")
     metrics_path = os.path.join(output, train.METRICS_FILE)
@@ -64,6 +65,8 @@ def run_variant(
         with open(metrics_path) as f:
             return json.load(f)
     if report_only:
+        if include_running and os.path.exists(os.path.join(output, train.STATE_FILE)):
+            return running_snapshot(output)
         return None
     config = TrainConfig(
         data=data,
@@ -76,6 +79,21 @@ def run_variant(
     print(f"Training {output}")
     resume = os.path.exists(os.path.join(output, train.CONFIG_FILE))
     return train.train(config, resume=resume, verbose=0)
+
+
+def running_snapshot(output: str) -> dict:
+    """A run still training: its best weights so far, evaluated like metrics.json."""
+    with open(os.path.join(output, train.STATE_FILE)) as f:
+        state = json.load(f)
+    seconds = [r["train_seconds"] for r in state["history"]]
+    return {
+        "valid": train.evaluate(output, None, "valid"),
+        "test": train.evaluate(output, None, "test"),
+        "best_epoch": state["best_epoch"],
+        "epochs_run": state["epoch"],
+        "seconds_per_epoch": statistics.median(seconds),
+        "running": True,
+    }
 
 
 def mean_std(values: list[float]) -> str:
@@ -98,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report-only", action="store_true", help="Tabulate finished runs; train none."
     )
+    parser.add_argument(
+        "--include-running",
+        action="store_true",
+        help="With --report-only: also runs still training, at their best epoch so far.",
+    )
     args = parser.parse_args(argv)
 
     rows = {}
@@ -112,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.epochs,
                 args.patience,
                 args.report_only,
+                args.include_running,
             )
             for seed in args.seeds
         ]
@@ -125,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             "best_epoch": [r["best_epoch"] for r in results],
             "epochs_run": [r["epochs_run"] for r in results],
             "seconds_per_epoch": [r["seconds_per_epoch"] for r in results],
+            "still_running": any(r.get("running") for r in results),
         }
     paper = PAPER.get(args.dataset, {})
     lines = [
@@ -143,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                 cell += f" [{paper[variant][m]:.2f}]"
             cells.append(cell)
         epochs = "/".join(str(e) for e in row["best_epoch"])
+        if row["still_running"]:
+            epochs += f" (run still training, epoch {max(row['epochs_run'])})"
         seconds = statistics.median(row["seconds_per_epoch"])
         lines.append(
             f"| {variant} | " + " | ".join(cells) + f" | {epochs} | {seconds:.1f} |"
