@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--include-running",
         action="store_true",
-        help="With --report-only: also runs still training, at their best epoch so far.",
+        help="With --report-only: also runs still training, at their best so far.",
     )
     args = parser.parse_args(argv)
 
