@@ -157,8 +157,7 @@ def export(
     info = schema.DatasetInfo.load(config.data)
     with open(os.path.join(config.data, schema.ITEMS_FILE)) as f:
         items = f.read().splitlines()
-    popularity = data.item_counts(config.data, info.max_len, info.num_items)[1:]
-    popularity = np.concatenate([[0], popularity])
+    popularity = data.item_counts(config.data, info.max_len, info.num_items)
     module = ServingModule(model, items, popularity, info.max_len, k)
     version = version if version is not None else next_version(base)
     if version < 1:

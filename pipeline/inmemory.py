@@ -60,17 +60,7 @@ def kcore(
     users_before, items_before = len(user_items), len(counts)
     rounds = events_removed = 0
     while True:
-        kept: dict[str, list[str]] = {}
-        removed: collections.Counter = collections.Counter()
-        for user, items in user_items.items():
-            survivors = sequences.kcore_round(items, counts, min_count)
-            if survivors is None:
-                removed.update(items)
-                continue
-            if len(survivors) != len(items):
-                removed.update(i for i in items if counts[i] < min_count)
-            if survivors:
-                kept[user] = survivors
+        kept, removed = sequences.kcore_pass(user_items.items(), counts, min_count)
         if not removed:
             break
         rounds += 1
@@ -82,7 +72,7 @@ def kcore(
         events_removed += sum(removed.values())
         counts.subtract(removed)
         counts = +counts
-        user_items = kept
+        user_items = dict(kept)
     return user_items, {
         "rounds": rounds,
         "users_removed": users_before - len(user_items),
@@ -91,8 +81,9 @@ def kcore(
     }
 
 
-def run(config: PreprocessConfig) -> dict:
-    """Preprocess `config.input` into `config.output`; returns the stats."""
+def check_inputs(config: PreprocessConfig) -> str:
+    """Fail early on a missing input or a busy output; returns the log format."""
+    outputs.input_files(config.input)
     outputs.check_output(config.output, config.overwrite)
     fmt = formats.resolve_format(
         config.format, (line for _, line in outputs.iter_lines(config.input))
@@ -101,6 +92,12 @@ def run(config: PreprocessConfig) -> dict:
         raise ValueError(
             "--min-rating needs ratings, and the sequences format has none."
         )
+    return fmt
+
+
+def run(config: PreprocessConfig) -> dict:
+    """Preprocess `config.input` into `config.output`; returns the stats."""
+    fmt = check_inputs(config)
     by_user, dead_letters, counters = read_events(config, fmt)
 
     user_items = {}

@@ -320,18 +320,9 @@ class KCoreRoundFn(beam.DoFn):
             yield batch  # The previous round changed nothing: converged.
             return
         item_counts = self._current_counts(initial, removed)
-        k = self._min_count
-        kept = []
-        dropped: collections.Counter = collections.Counter()
-        for user, items in sequences.unpack_users(batch):
-            survivors = sequences.kcore_round(items, item_counts, k)
-            if survivors is None:
-                dropped.update(items)
-                continue
-            if len(survivors) != len(items):
-                dropped.update(i for i in items if item_counts[i] < k)
-            if survivors:
-                kept.append((user, survivors))
+        kept, dropped = sequences.kcore_pass(
+            sequences.unpack_users(batch), item_counts, self._min_count
+        )
         if dropped:
             yield pvalue.TaggedOutput(REMOVED, (self._round, pack_counts(dropped)))
         if kept:
@@ -587,15 +578,7 @@ def preprocess(
         ValueError: unknown format, or nothing left after filtering.
         RuntimeError: k-core filtering did not converge in `max_kcore_rounds`.
     """
-    outputs.input_files(config.input)
-    outputs.check_output(config.output, config.overwrite)
-    fmt = formats.resolve_format(
-        config.format, (line for _, line in outputs.iter_lines(config.input))
-    )
-    if fmt == formats.SEQUENCES and config.min_rating is not None:
-        raise ValueError(
-            "--min-rating needs ratings, and the sequences format has none."
-        )
+    fmt = inmemory.check_inputs(config)
     staging = outputs.staging_dir(config.output)
     options = PipelineOptions(pipeline_args or [])
     try:

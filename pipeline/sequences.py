@@ -8,6 +8,7 @@ decide where these run.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable, Mapping, Sequence
 
 from pipeline import schema
@@ -51,6 +52,26 @@ def kcore_round(
     if len(items) < min_count:
         return None
     return [item for item in items if item_counts[item] >= min_count]
+
+
+def kcore_pass(
+    users: Iterable[tuple[str, Sequence[str]]],
+    item_counts: Mapping[str, int],
+    min_count: int,
+) -> tuple[list[tuple[str, list[str]]], collections.Counter]:
+    """`kcore_round` over many users: (kept users, events removed per item)."""
+    kept = []
+    removed: collections.Counter = collections.Counter()
+    for user, items in users:
+        survivors = kcore_round(items, item_counts, min_count)
+        if survivors is None:
+            removed.update(items)
+            continue
+        if len(survivors) != len(items):
+            removed.update(i for i in items if item_counts[i] < min_count)
+        if survivors:
+            kept.append((user, survivors))
+    return kept, removed
 
 
 def pad_left(ids: Sequence[int], max_len: int) -> list[int]:

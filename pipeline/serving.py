@@ -376,18 +376,19 @@ def make_rest_handler(repository: ModelRepository) -> type[BaseHTTPRequestHandle
     return Handler
 
 
+def _requested_version(model_spec) -> int | None:
+    return model_spec.version.value if model_spec.HasField("version") else None
+
+
 class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     def __init__(self, repository: ModelRepository):
         self.repository = repository
 
     def Predict(self, request, context):
         try:
-            version = (
-                request.model_spec.version.value
-                if request.model_spec.HasField("version")
-                else None
+            served, model = self.repository.get(
+                request.model_spec.name, _requested_version(request.model_spec)
             )
-            served, model = self.repository.get(request.model_spec.name, version)
             if export.HISTORY not in request.inputs:
                 raise RequestError("Missing input `history`.")
             unknown = set(request.inputs) - {export.HISTORY, export.K}
@@ -441,11 +442,7 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         self.repository = repository
 
     def GetModelStatus(self, request, context):
-        version = (
-            request.model_spec.version.value
-            if request.model_spec.HasField("version")
-            else None
-        )
+        version = _requested_version(request.model_spec)
         try:
             served, _ = self.repository.get(request.model_spec.name, version)
         except RequestError as e:

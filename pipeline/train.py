@@ -259,7 +259,9 @@ def train(config: TrainConfig, resume: bool = False, verbose: int = 1) -> dict:
         state["checkpoint"] = manager.save(checkpoint_number=epoch + 1)
         _write_json(os.path.join(config.output, STATE_FILE), state)
 
-    return _finish(config, model, state, best, best_path)
+    best.read(best_path).assert_existing_objects_matched()
+    test = Evaluator(config.data, schema.TEST, info.max_len)
+    return _finish(config, state, valid(model), test(model))
 
 
 def _log_epoch(writer: tf.summary.SummaryWriter, record: dict) -> None:
@@ -272,17 +274,8 @@ def _log_epoch(writer: tf.summary.SummaryWriter, record: dict) -> None:
     writer.flush()
 
 
-def _finish(
-    config: TrainConfig,
-    model: SequentialRetrievalModel,
-    state: dict,
-    best: tf.train.Checkpoint,
-    best_path: str,
-) -> dict:
-    best.read(best_path).assert_existing_objects_matched()
-    info = schema.DatasetInfo.load(config.data)
-    valid = Evaluator(config.data, schema.VALID, info.max_len)(model)
-    test = Evaluator(config.data, schema.TEST, info.max_len)(model)
+def _finish(config: TrainConfig, state: dict, valid: dict, test: dict) -> dict:
+    """metrics.json from the run's state and the best epoch's metrics."""
     history = state["history"]
     train_s = [r["train_seconds"] for r in history]
     eval_s = [r["eval_seconds"] for r in history if "eval_seconds" in r]

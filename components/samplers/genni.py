@@ -28,21 +28,17 @@ from components.samplers.base import NegativeSampler
 
 DEFAULT_MAX_LOGITS = 1 << 24
 CDF_BLOCK = 128
-MATMUL_CUMSUM_MAX = 1024
 NEG_INF = float("-inf")
 
 
-def _cumsum(x: tf.Tensor) -> tf.Tensor:
-    """Cumulative sum over the last axis.
+def _block_cumsum(x: tf.Tensor) -> tf.Tensor:
+    """Cumulative sum over a last axis of `CDF_BLOCK` entries.
 
-    TensorFlow's CPU cumsum kernel is slow; for short rows a product with an
-    upper-triangular matrix of ones is the same sum on the matmul units.
+    TensorFlow's CPU cumsum kernel is slow; a product with an upper-triangular
+    matrix of ones is the same sum on the matmul units.
     """
-    width = x.shape[-1]
-    if width is None or width > MATMUL_CUMSUM_MAX:
-        return tf.cumsum(x, axis=-1)
-    upper = tf.linalg.band_part(tf.ones([width, width], x.dtype), 0, -1)
-    return tf.reshape(tf.matmul(tf.reshape(x, [-1, width]), upper), tf.shape(x))
+    upper = tf.linalg.band_part(tf.ones([CDF_BLOCK, CDF_BLOCK], x.dtype), 0, -1)
+    return tf.reshape(tf.matmul(tf.reshape(x, [-1, CDF_BLOCK]), upper), tf.shape(x))
 
 
 def categorical(logits: tf.Tensor, num_samples: int, seed: tf.Tensor) -> tf.Tensor:
@@ -78,7 +74,7 @@ def categorical(logits: tf.Tensor, num_samples: int, seed: tf.Tensor) -> tf.Tens
         tf.pad(block_cdf, [[0, 0], [1, 0]]), block, batch_dims=1
     )  # (rows, k), CDF up to the chosen block
     inner_probs = tf.gather(probs, block, batch_dims=1)  # (rows, k, block)
-    inner_cdf = _cumsum(inner_probs)
+    inner_cdf = _block_cumsum(inner_probs)
     residual = tf.minimum(u - before, inner_cdf[:, :, -1])  # (rows, k), > 0
     inner = tf.searchsorted(
         tf.reshape(inner_cdf, [-1, CDF_BLOCK]),
