@@ -230,20 +230,39 @@ class SASRecEncoder(tf.keras.layers.Layer):
             self.item_embedding.build(None)
         return self.item_embedding.embeddings
 
-    def call(self, input_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
-        """input_ids: [B, T] int, T <= max_len, left-padded -> [B, T, d]."""
+    def call(
+        self,
+        input_ids: tf.Tensor,
+        training: bool = False,
+        causal: bool = True,
+        item_vectors: tf.Tensor | None = None,
+    ) -> tf.Tensor:
+        """input_ids: [B, T] int, T <= max_len, left-padded -> [B, T, d].
+
+        Args:
+            input_ids: item ids; any id > 0 counts as a real position.
+            training: apply dropout.
+            causal: attend only to earlier positions (False: to every real
+                position, as S3-Rec pre-training does).
+            item_vectors: optional [B, T, d] used instead of looking up
+                `input_ids` (pre-training puts a mask token at some positions).
+        """
         input_ids = tf.cast(input_ids, tf.int64)
         length = tf.shape(input_ids)[1]
         positions = tf.range(length)
-        x = self.item_embedding(input_ids) + self.position_embedding(positions)[None]
+        if item_vectors is None:
+            item_vectors = self.item_embedding(input_ids)
+        x = item_vectors + self.position_embedding(positions)[None]
         x = self.input_dropout(self.input_norm(x), training=training)  # (B, T, d)
         keys = tf.cast(input_ids > schema.PADDING_ID, x.dtype)[:, None, None, :]
-        causal = tf.linalg.band_part(tf.ones([length, length], x.dtype), -1, 0)
-        # A position attends to earlier real items; a padding position (whose
-        # output is never used) attends to itself, so no row is fully masked
-        # and nothing from later positions can leak into any output.
+        order = tf.ones([length, length], x.dtype)
+        if causal:
+            order = tf.linalg.band_part(order, -1, 0)
+        # A position attends to real items (earlier ones when causal); a padding
+        # position (whose output is never used) attends to itself, so no row is
+        # fully masked and nothing from later positions can leak into any output.
         diagonal = tf.eye(length, dtype=x.dtype)[None, None]
-        allowed = tf.maximum(keys * causal[None, None], diagonal)  # (B, 1, T, T)
+        allowed = tf.maximum(keys * order[None, None], diagonal)  # (B, 1, T, T)
         bias = (1.0 - allowed) * MASK_VALUE
         for block in self.blocks:
             x = block(x, bias, training=training)

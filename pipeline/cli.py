@@ -94,6 +94,30 @@ def _train(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+def _pretrain(args: argparse.Namespace, extra: list[str]) -> int:
+    from pipeline import pretrain, train_args
+
+    config = train_args.pretrain_config_from_args(args)
+    state = pretrain.pretrain(
+        config, resume=args.resume, verbose=0 if args.quiet else 1
+    )
+    last = state["history"][-1] if state["history"] else {}
+    print(
+        f"Pre-trained {state['epoch']} epochs ({state.get('seconds_per_epoch', 0):.1f} "
+        f"s/epoch); last losses: "
+        + ", ".join(
+            f"{k} {last[k]:.4f}"
+            for k in ("loss", "aap", "mip", "map", "sp")
+            if k in last
+        )
+    )
+    print(
+        f"Fine-tune: genni train --data {config.data} --output RUN_DIR "
+        f"--init-from {config.output}"
+    )
+    return 0
+
+
 def _evaluate(args: argparse.Namespace, extra: list[str]) -> int:
     from pipeline import train
 
@@ -229,6 +253,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train_args.add_arguments(p)
     p.set_defaults(handler=_train)
+
+    p = commands.add_parser(
+        "pretrain",
+        help="S3-Rec pre-training with item attributes (then `train --init-from`).",
+        description="Pre-train the SASRec encoder with S3-Rec's four "
+        "self-supervised objectives (associated attribute, masked item, masked "
+        "attribute and segment prediction) over the item attributes written by "
+        "`genni preprocess --item-attributes/--item-metadata`; fine-tune with "
+        "`genni train --init-from PRETRAIN_DIR` and any sampler.",
+    )
+    train_args.add_pretrain_arguments(p)
+    p.set_defaults(handler=_pretrain)
 
     p = commands.add_parser(
         "evaluate", help="Full-ranking metrics of a trained run on a split."

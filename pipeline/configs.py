@@ -75,7 +75,8 @@ class TrainConfig:
     (popularity exponent), `exclude_seen` (uniform/popularity never draw the
     user's items), `max_logits` (GenNi memory bound). Training: `loss`,
     `epochs`, `patience` (epochs without a better valid NDCG@10),
-    `eval_every`, `batch_size`, `learning_rate`, `seed`.
+    `eval_every`, `batch_size`, `learning_rate`, `seed`. `init_from`: a
+    `genni pretrain` directory whose encoder weights start the run.
     """
 
     data: str
@@ -101,6 +102,7 @@ class TrainConfig:
     dropout: float = 0.5
     attention_dropout: float = 0.5
     seed: int = 0
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         if self.sampler not in SAMPLERS:
@@ -144,4 +146,82 @@ class TrainConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"Unknown training settings: {', '.join(unknown)}.")
+        return cls(**values)
+
+
+PRETRAIN_SAMPLERS = ("uniform", "genni")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+    """Settings of one S3-Rec pre-training run (defaults: the S3-Rec code's).
+
+    Model settings must equal those of the `genni train` run that fine-tunes
+    from it. `aap_weight`, `mip_weight`, `map_weight`, `sp_weight` weigh the
+    four objectives; `mask_probability` hides items for MIP and MAP;
+    `sampler` (uniform or genni, with `alpha`) draws the MIP negatives.
+    """
+
+    data: str
+    output: str
+    epochs: int = 100
+    batch_size: int = 256
+    learning_rate: float = 1e-3
+    mask_probability: float = 0.2
+    aap_weight: float = 0.2
+    mip_weight: float = 1.0
+    map_weight: float = 1.0
+    sp_weight: float = 0.5
+    sampler: str = "uniform"
+    alpha: float = 2.5
+    num_negatives: int = 1
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 2
+    dropout: float = 0.5
+    attention_dropout: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sampler not in PRETRAIN_SAMPLERS:
+            raise ValueError(
+                f"`sampler` must be one of {PRETRAIN_SAMPLERS}. Got {self.sampler!r}."
+            )
+        for name in ("epochs", "batch_size", "num_negatives"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"`{name}` must be at least 1. Got {getattr(self, name)}."
+                )
+        if not 0.0 < self.mask_probability < 1.0:
+            raise ValueError(
+                f"`mask_probability` must be in (0, 1). Got {self.mask_probability}."
+            )
+        for name in ("aap_weight", "mip_weight", "map_weight", "sp_weight", "alpha"):
+            if getattr(self, name) < 0:
+                raise ValueError(
+                    f"`{name}` must be non-negative. Got {getattr(self, name)}."
+                )
+        if self.learning_rate <= 0:
+            raise ValueError(
+                f"`learning_rate` must be positive. Got {self.learning_rate}."
+            )
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {
+            "aap": self.aap_weight,
+            "mip": self.mip_weight,
+            "map": self.map_weight,
+            "sp": self.sp_weight,
+        }
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> PretrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"Unknown pre-training settings: {', '.join(unknown)}.")
         return cls(**values)

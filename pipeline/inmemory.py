@@ -9,6 +9,7 @@ not fit in one machine's memory.
 
 from __future__ import annotations
 
+import ast
 import collections
 import json
 import os
@@ -137,13 +138,12 @@ def run(config: PreprocessConfig) -> dict:
         )
         attribute_stats = None
         if config.item_attributes:
-            rekeyed = sequences.rekey_attributes(
-                load_item_attributes(config.item_attributes), items
-            )
+            raw, malformed = read_item_attributes(config.item_attributes)
+            rekeyed = sequences.rekey_attributes(raw, items)
             outputs.write_json(
                 os.path.join(staging, schema.ITEM_ATTRIBUTES_FILE), rekeyed
             )
-            attribute_stats = sequences.attribute_stats(rekeyed, len(items))
+            attribute_stats = sequences.attribute_stats(rekeyed, len(items), malformed)
         stats = sequences.assemble_stats(
             config=run_settings(config, fmt),
             counters=counters,
@@ -204,17 +204,94 @@ def run_settings(config: PreprocessConfig, fmt: str) -> dict:
 
 
 def load_item_attributes(path: str) -> dict[str, list]:
-    """S3-Rec `item2attributes.json`: {raw item id: [attribute, ...]}."""
+    """{raw item id: [attribute, ...]} from either layout.
+
+    - S3-Rec `item2attributes.json`: one JSON object {item id: [attribute ids]}.
+    - Item metadata, one record per line (plain or gzip): Amazon 2014 (Python
+      literals, `asin`, `brand`, `categories` as lists of paths), Amazon 2018
+      (JSON, `asin`, `brand`, `category`), Amazon 2023 (`parent_asin`, `store`,
+      `categories`) or Yelp `business.json` (`business_id`, `categories` as
+      "A, B"). Attributes are "brand:<brand>" and "category:<name>"; records
+      that cannot be read are counted (`malformed_metadata_lines` in the
+      dataset statistics) and skipped.
+    """
+    attributes, _ = read_item_attributes(path)
+    return attributes
+
+
+def read_item_attributes(path: str) -> tuple[dict[str, list], int]:
+    """`load_item_attributes` and the number of unreadable metadata lines."""
     try:
         with FileSystems.open(path) as f:
-            raw = json.loads(f.read().decode("utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
+            text = f.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"Cannot read --item-attributes {path!r}: {e}") from None
-    if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError:
+        raw = None  # Not one JSON document: metadata lines.
+    if isinstance(raw, dict) and "asin" not in raw and "business_id" not in raw:
+        if not all(isinstance(v, list) for v in raw.values()):
+            raise ValueError(
+                f"--item-attributes {path!r} must map item ids to lists of attributes."
+            )
+        return {str(k): v for k, v in raw.items()}, 0
+    attributes: dict[str, list] = {}
+    malformed = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parsed = metadata_attributes(line)
+        if parsed is None:
+            malformed += 1
+            continue
+        item, values = parsed
+        merged = attributes.setdefault(item, [])
+        merged.extend(v for v in values if v not in merged)
+    if not attributes:
         raise ValueError(
-            f"--item-attributes {path!r} must map item ids to lists of attributes."
+            f"--item-attributes {path!r} is neither an S3-Rec item2attributes.json "
+            f"nor item metadata lines ({malformed} unreadable lines)."
         )
-    return {str(k): v for k, v in raw.items()}
+    return attributes, malformed
+
+
+def metadata_attributes(line: str) -> tuple[str, list[str]] | None:
+    """(item id, attributes) of one metadata record, or None if unreadable."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        try:
+            record = ast.literal_eval(line)  # Amazon 2014 metadata.
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    if not isinstance(record, dict):
+        return None
+    item = record.get("business_id") or record.get("parent_asin") or record.get("asin")
+    if not isinstance(item, str) or not item:
+        return None
+    values: list[str] = []
+    brand = record.get("brand") or record.get("store")
+    details = record.get("details")
+    if not brand and isinstance(details, dict):
+        brand = details.get("Brand")
+    if isinstance(brand, str) and brand.strip():
+        values.append(f"brand:{brand.strip()}")
+    categories = record.get("categories", record.get("category"))
+    if isinstance(categories, str):  # Yelp: "Restaurants, Pizza".
+        names = categories.split(",")
+    elif isinstance(categories, list):
+        names = []
+        for entry in categories:  # Amazon 2014: a list of category paths.
+            names.extend(entry if isinstance(entry, list) else [entry])
+    else:
+        names = []
+    for name in names:
+        if isinstance(name, str) and name.strip():
+            value = f"category:{name.strip()}"
+            if value not in values:
+                values.append(value)
+    return item, values
 
 
 def empty_error(counters: Mapping, config: PreprocessConfig) -> str:

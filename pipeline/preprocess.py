@@ -452,9 +452,13 @@ def _write_sequences(batches: list[UserBatch], path: str) -> None:
 
 
 def _write_attributes(items: list[str], source: str, path: str) -> tuple[str, dict]:
-    rekeyed = sequences.rekey_attributes(inmemory.load_item_attributes(source), items)
+    raw, malformed = inmemory.read_item_attributes(source)
+    rekeyed = sequences.rekey_attributes(raw, items)
     outputs.write_json(path, rekeyed)
-    return ("item_attributes", sequences.attribute_stats(rekeyed, len(items)))
+    return (
+        "item_attributes",
+        sequences.attribute_stats(rekeyed, len(items), malformed),
+    )
 
 
 def _stats_json(
@@ -634,7 +638,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--item-attributes",
         default=None,
-        help="S3-Rec item2attributes.json keyed by raw item id; written re-keyed.",
+        help="Item attributes keyed by raw item id: an S3-Rec item2attributes.json, "
+        "or item metadata lines (Amazon 2014/2018/2023: brand and categories; Yelp "
+        "business.json: categories); written re-keyed for `genni pretrain`.",
     )
     parser.add_argument(
         "--max-kcore-rounds",

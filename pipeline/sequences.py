@@ -163,12 +163,15 @@ COUNTERS = (
 KCORE_KEYS = ("rounds", "users_removed", "items_removed", "events_removed")
 
 
-def attribute_stats(rekeyed: Mapping[str, Sequence[object]], num_items: int) -> dict:
-    attributes = {a for values in rekeyed.values() for a in values}
+def attribute_stats(
+    rekeyed: Mapping[str, Sequence[object]], num_items: int, malformed: int = 0
+) -> dict:
+    attributes = {str(a) for values in rekeyed.values() for a in values}
     return {
         "items_with_attributes": sum(1 for v in rekeyed.values() if v),
         "items_without_attributes": num_items - sum(1 for v in rekeyed.values() if v),
         "attributes": len(attributes),
+        "malformed_metadata_lines": malformed,
     }
 
 

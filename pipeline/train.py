@@ -198,6 +198,12 @@ def train(config: TrainConfig, resume: bool = False, verbose: int = 1) -> dict:
     if state["checkpoint"]:
         checkpoint.restore(state["checkpoint"]).assert_existing_objects_matched()
         print(f"Resumed {config.output} at epoch {state['epoch']}.")
+    elif config.init_from:
+        from pipeline import pretrain
+
+        loaded = pretrain.initialize(model.encoder, config)
+        if verbose:
+            print(f"Initialized {len(loaded)} encoder weights from {config.init_from}.")
 
     cached_train = data.records(config.data, schema.TRAIN).cache()
     valid = Evaluator(config.data, schema.VALID, info.max_len)

@@ -113,6 +113,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=None, help=f"(default {d.seed})")
     parser.add_argument(
+        "--init-from",
+        default=None,
+        metavar="PRETRAIN_DIR",
+        help="Start from the encoder of `genni pretrain` (same model settings).",
+    )
+    parser.add_argument(
         "--resume", action="store_true", help="Continue the killed run in --output."
     )
     parser.add_argument("--quiet", action="store_true", help="No progress bars.")
@@ -135,3 +141,85 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if values.get("dropout") is not None and "attention_dropout" not in values:
         values["attention_dropout"] = values["dropout"]
     return TrainConfig.from_dict(values)
+
+
+def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of `genni pretrain`."""
+    from pipeline.configs import PRETRAIN_SAMPLERS, PretrainConfig
+
+    d = PretrainConfig(data="", output="")
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="Output of `genni preprocess` with item attributes.",
+    )
+    parser.add_argument("--output", required=True, help="Pre-training directory.")
+    parser.add_argument(
+        "--epochs", type=int, default=d.epochs, help=f"(default {d.epochs})"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=d.batch_size, help=f"(default {d.batch_size})"
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=d.learning_rate,
+        help=f"(default {d.learning_rate})",
+    )
+    parser.add_argument(
+        "--mask-probability",
+        type=float,
+        default=d.mask_probability,
+        help=f"Items hidden for MIP/MAP (default {d.mask_probability}).",
+    )
+    for name, label in (
+        ("aap", "associated attribute prediction"),
+        ("mip", "masked item prediction"),
+        ("map", "masked attribute prediction"),
+        ("sp", "segment prediction"),
+    ):
+        default = getattr(d, f"{name}_weight")
+        parser.add_argument(
+            f"--{name}-weight",
+            type=float,
+            default=default,
+            help=f"Weight of {label} (default {default}).",
+        )
+    parser.add_argument(
+        "--sampler",
+        choices=PRETRAIN_SAMPLERS,
+        default=d.sampler,
+        help=f"Negatives of masked item prediction (default {d.sampler}).",
+    )
+    parser.add_argument(
+        "--alpha", type=float, default=d.alpha, help="GenNi alpha for --sampler genni."
+    )
+    parser.add_argument(
+        "--num-negatives", type=int, default=d.num_negatives, help="k for MIP."
+    )
+    for name in ("hidden_size", "num_layers", "num_heads"):
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(
+            flag,
+            type=int,
+            default=getattr(d, name),
+            help=f"(default {getattr(d, name)}; `genni train` must match)",
+        )
+    parser.add_argument("--dropout", type=float, default=d.dropout)
+    parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument(
+        "--resume", action="store_true", help="Continue the killed run in --output."
+    )
+    parser.add_argument("--quiet", action="store_true", help="No progress bars.")
+
+
+def pretrain_config_from_args(args: argparse.Namespace):
+    from pipeline.configs import PretrainConfig
+
+    values = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(PretrainConfig)
+        if hasattr(args, f.name)
+    }
+    values["attention_dropout"] = args.dropout
+    return PretrainConfig.from_dict(values)

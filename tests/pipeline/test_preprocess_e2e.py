@@ -271,3 +271,63 @@ def test_kcore_that_does_not_converge_is_an_error(tmp_path, write_log, capsys):
     assert cli.main(args) == cli.EXIT_USAGE
     assert "did not converge" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_item_attributes_from_amazon_and_yelp_metadata(tmp_path, write_log):
+    lines = [review(f"u{u}", f"i{i}", u * 100 + i) for u in range(5) for i in range(4)]
+    log = write_log(lines)
+    metadata = [
+        # Amazon 2014: Python literals, categories as paths.
+        "{'asin': 'i0', 'brand': 'Acme', "
+        "'categories': [['Toys', 'Puzzles'], ['Toys']]}",
+        # Amazon 2018: JSON, `category`.
+        json.dumps({"asin": "i1", "brand": "Zed", "category": ["Toys", "Games"]}),
+        # Amazon 2023: `parent_asin`, `store`.
+        json.dumps({"parent_asin": "i2", "store": "Acme", "categories": ["Dolls"]}),
+        "{not a record",
+        json.dumps({"title": "no id"}),
+        json.dumps({"asin": "elsewhere", "brand": "Gone"}),
+    ]
+    meta = write_log(metadata, name="meta.json.gz")
+    out = str(tmp_path / "out")
+    code = cli.main(
+        [
+            "preprocess",
+            "--input",
+            log,
+            "--output",
+            out,
+            "--min-count",
+            "2",
+            "--item-attributes",
+            meta,
+        ]
+    )
+    assert code == 0
+    written = outputs.read_json(os.path.join(out, schema.ITEM_ATTRIBUTES_FILE))
+    items = read_lines(os.path.join(out, schema.ITEMS_FILE))
+    by_raw = {items[int(k) - 1]: v for k, v in written.items()}
+    assert by_raw == {
+        "i0": ["brand:Acme", "category:Toys", "category:Puzzles"],
+        "i1": ["brand:Zed", "category:Toys", "category:Games"],
+        "i2": ["brand:Acme", "category:Dolls"],
+    }
+    stats = outputs.read_json(os.path.join(out, schema.STATS_FILE))
+    assert stats["item_attributes"]["malformed_metadata_lines"] == 2
+    assert stats["item_attributes"]["items_without_attributes"] == 1
+
+    yelp = tmp_path / "business.json"
+    yelp.write_text(
+        json.dumps({"business_id": "b1", "categories": "Pizza, Restaurants"})
+        + "\n"
+        + json.dumps({"business_id": "b2", "categories": None})
+        + "\n"
+    )
+    assert inmemory.load_item_attributes(str(yelp)) == {
+        "b1": ["category:Pizza", "category:Restaurants"],
+        "b2": [],
+    }
+    empty = tmp_path / "empty.json"
+    empty.write_text("[1, 2]\n")
+    with pytest.raises(ValueError, match="neither an S3-Rec"):
+        inmemory.load_item_attributes(str(empty))

@@ -87,4 +87,5 @@ def test_rekey_attributes():
         "items_with_attributes": 1,
         "items_without_attributes": 1,
         "attributes": 2,
+        "malformed_metadata_lines": 0,
     }

@@ -1,0 +1,297 @@
+"""`genni pretrain`: S3-Rec pre-training; `genni train --init-from` fine-tunes.
+
+Examples, as in the S3-Rec code: every prefix of each user's training sequence
+(s_1..s_{n-2}, its last `max_len` items; nothing of the validation or test
+targets). Masks, segments and negative segments are drawn per epoch from
+(seed, epoch) alone, so a resumed run sees the same batches.
+
+A pre-training directory holds:
+
+| path            | what                                                 |
+|-----------------|------------------------------------------------------|
+| `config.json`   | the `PretrainConfig`                                  |
+| `checkpoints/`  | model, optimizer and generators, per epoch            |
+| `state.json`    | epochs done, losses and seconds per epoch             |
+| `encoder.npz`   | the encoder's weights by layer path, after each epoch |
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from components.samplers import GenNiSampler, UniformSampler
+from models import s3rec
+from models.sasrec import SASRecEncoder
+from pipeline import data, schema
+from pipeline.configs import PretrainConfig, TrainConfig
+
+CONFIG_FILE = "config.json"
+STATE_FILE = "state.json"
+ENCODER_FILE = "encoder.npz"
+CHECKPOINT_DIR = "checkpoints"
+# Settings a fine-tuning run must share with the pre-training run.
+MODEL_FIELDS = ("hidden_size", "num_layers", "num_heads")
+
+
+def load_attributes(data_dir: str, num_items: int) -> tuple[np.ndarray, list[str]]:
+    """[num_items + 1, L] attribute ids (1-based, 0-padded) and the vocabulary.
+
+    Reads `item_attributes.json` of `genni preprocess --item-attributes` (or
+    `--item-metadata`); attribute values are strings or numbers.
+    """
+    path = os.path.join(data_dir, schema.ITEM_ATTRIBUTES_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{path} not found: pre-training needs item attributes; run `genni "
+            "preprocess` with --item-attributes or --item-metadata."
+        )
+    with open(path) as f:
+        by_item = json.load(f)
+    vocabulary = sorted({str(a) for values in by_item.values() for a in values})
+    if not vocabulary:
+        raise ValueError(f"{path} lists no attributes.")
+    index = {a: i + 1 for i, a in enumerate(vocabulary)}
+    width = max(len(set(map(str, v))) for v in by_item.values())
+    table = np.zeros([num_items + 1, width], dtype=np.int64)
+    for item, values in by_item.items():
+        ids = sorted({index[str(a)] for a in values})
+        table[int(item), : len(ids)] = ids
+    return table, vocabulary
+
+
+def training_sequences(data_dir: str, max_len: int) -> list[np.ndarray]:
+    """Each user's training portion s_1..s_{n-2} (the valid split's history)."""
+    sequences = []
+    for batch in data.batches(
+        data.records(data_dir, schema.VALID), max_len, schema.VALID, 1024
+    ):
+        history = batch[schema.HISTORY]
+        for row in history.to_list():
+            sequences.append(np.asarray(row[-max_len:], dtype=np.int64))
+    return sequences
+
+
+def prefixes(sequences: list[np.ndarray], max_len: int) -> np.ndarray:
+    """Every prefix of each sequence's last `max_len` items, left-padded."""
+    sequences = [s[-max_len:] for s in sequences]
+    total = sum(len(s) for s in sequences)
+    out = np.zeros([total, max_len], dtype=np.int64)
+    row = 0
+    for seq in sequences:
+        for end in range(1, len(seq) + 1):
+            out[row, max_len - end :] = seq[:end]
+            row += 1
+    return out
+
+
+def epoch_features(
+    rows: np.ndarray,
+    long_sequence: np.ndarray,
+    mask_probability: float,
+    seed: int,
+    epoch: int,
+) -> dict[str, np.ndarray]:
+    """Shuffled examples with their masks and segments for one epoch.
+
+    Masked items: each real position with probability `mask_probability`, and
+    always the last one. Segment: for sequences of length L >= 2 a random span
+    of 1..L//2 items; the negative segment is a span of the same length from
+    the concatenation of all training sequences.
+    """
+    rng = np.random.default_rng([seed, epoch])
+    rows = rows[rng.permutation(len(rows))]
+    count, width = rows.shape
+    real = rows > schema.PADDING_ID
+    masked = (rng.random(rows.shape) < mask_probability) & real
+    masked[:, -1] = real[:, -1]
+    lengths = real.sum(axis=1)
+    span = np.maximum(lengths // 2, 1)
+    span_length = 1 + np.floor(rng.random(count) * span).astype(np.int64)
+    start = np.floor(rng.random(count) * (lengths - span_length + 1)).astype(np.int64)
+    negative_start = np.floor(
+        rng.random(count) * (len(long_sequence) - span_length + 1)
+    ).astype(np.int64)
+    offset = np.arange(width)[None, :] - (width - lengths)[:, None] - start[:, None]
+    segment = (offset >= 0) & (offset < span_length[:, None]) & (lengths >= 2)[:, None]
+    negative = np.where(
+        segment,
+        long_sequence[
+            np.clip(negative_start[:, None] + offset, 0, len(long_sequence) - 1)
+        ],
+        0,
+    )
+    return {
+        s3rec.SEQUENCE: rows,
+        s3rec.MASKED: masked,
+        s3rec.SEGMENT: segment,
+        s3rec.NEGATIVE_SEGMENT: negative,
+    }
+
+
+def build_pretrainer(
+    config: PretrainConfig, info: schema.DatasetInfo, attributes: np.ndarray
+) -> s3rec.S3RecPretrainer:
+    encoder = SASRecEncoder(
+        num_items=info.num_items,
+        max_len=info.max_len,
+        hidden_size=config.hidden_size,
+        num_layers=config.num_layers,
+        num_heads=config.num_heads,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        seed=config.seed,
+        name="sasrec",
+    )
+    sampler_seed = config.seed * 7919 + 2
+    if config.sampler == "genni":
+        sampler = GenNiSampler(
+            info.num_items, config.num_negatives, alpha=config.alpha, seed=sampler_seed
+        )
+    else:
+        sampler = UniformSampler(
+            info.num_items, config.num_negatives, seed=sampler_seed
+        )
+    model = s3rec.S3RecPretrainer(
+        encoder,
+        attributes,
+        int(attributes.max()),
+        sampler,
+        weights=config.weights,
+        seed=config.seed,
+    )
+    model.compile(optimizer=tf.keras.optimizers.Adam(config.learning_rate))
+    zeros = np.zeros([1, info.max_len], np.int64)
+    model(
+        {
+            s3rec.SEQUENCE: zeros + 1,
+            s3rec.MASKED: zeros > 0,
+            s3rec.SEGMENT: zeros > 0,
+            s3rec.NEGATIVE_SEGMENT: zeros,
+        }
+    )
+    return model
+
+
+def _write_json(path: str, value: object) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _read_json(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def _prepare(config: PretrainConfig, resume: bool) -> dict:
+    os.makedirs(config.output, exist_ok=True)
+    config_path = os.path.join(config.output, CONFIG_FILE)
+    state_path = os.path.join(config.output, STATE_FILE)
+    if os.path.exists(config_path):
+        if not resume:
+            raise FileExistsError(
+                f"{config.output!r} already holds a pre-training run; pass --resume "
+                "to continue it or choose another --output."
+            )
+        saved = _read_json(config_path)
+        saved.pop("output", None)
+        current = config.to_dict()
+        current.pop("output")
+        changed = sorted(k for k in current if saved.get(k) != current[k])
+        if changed:
+            raise ValueError(
+                f"--resume with different settings ({', '.join(changed)}) than the "
+                f"run in {config.output!r}."
+            )
+        if os.path.exists(state_path):
+            return _read_json(state_path)
+    _write_json(config_path, config.to_dict())
+    return {"epoch": 0, "history": [], "checkpoint": None}
+
+
+def pretrain(config: PretrainConfig, resume: bool = False, verbose: int = 1) -> dict:
+    """Pre-train for `config.epochs`; returns the final state (losses, times)."""
+    info = schema.DatasetInfo.load(config.data)
+    attributes, vocabulary = load_attributes(config.data, info.num_items)
+    state = _prepare(config, resume)
+    tf.keras.utils.set_random_seed(config.seed)
+    model = build_pretrainer(config, info, attributes)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    manager = tf.train.CheckpointManager(
+        checkpoint, os.path.join(config.output, CHECKPOINT_DIR), max_to_keep=2
+    )
+    if state["checkpoint"]:
+        checkpoint.restore(state["checkpoint"]).assert_existing_objects_matched()
+        print(f"Resumed {config.output} at epoch {state['epoch']}.")
+    sequences = training_sequences(config.data, info.max_len)
+    rows = prefixes(sequences, info.max_len)
+    long_sequence = np.concatenate(sequences)
+    if verbose:
+        print(
+            f"{len(rows):,} pre-training sequences, {len(vocabulary):,} attributes, "
+            f"{info.num_items:,} items."
+        )
+    state["examples"] = len(rows)
+    state["attributes"] = len(vocabulary)
+    while state["epoch"] < config.epochs:
+        epoch = state["epoch"]
+        if verbose:
+            print(f"Epoch {epoch + 1}/{config.epochs}")
+        features = epoch_features(
+            rows, long_sequence, config.mask_probability, config.seed, epoch
+        )
+        dataset = (
+            tf.data.Dataset.from_tensor_slices(features)
+            .batch(config.batch_size)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+        start = time.perf_counter()
+        logs = model.fit(dataset, epochs=1, verbose=verbose).history
+        record = {"epoch": epoch + 1, "seconds": time.perf_counter() - start}
+        record.update({k: float(v[-1]) for k, v in logs.items()})
+        state["history"].append(record)
+        state["epoch"] = epoch + 1
+        state["checkpoint"] = manager.save(checkpoint_number=epoch + 1)
+        s3rec.save_encoder_weights(
+            model.encoder, os.path.join(config.output, ENCODER_FILE)
+        )
+        state["seconds_per_epoch"] = statistics.median(
+            r["seconds"] for r in state["history"]
+        )
+        _write_json(os.path.join(config.output, STATE_FILE), state)
+    return state
+
+
+def read_config(pretrain_dir: str) -> PretrainConfig:
+    path = os.path.join(pretrain_dir, CONFIG_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{path} not found: is {pretrain_dir!r} the output of `genni pretrain`?"
+        )
+    return PretrainConfig.from_dict(_read_json(path))
+
+
+def initialize(encoder: SASRecEncoder, config: TrainConfig) -> list[str]:
+    """Load `config.init_from`'s encoder weights into a fine-tuning model."""
+    pretrained = read_config(config.init_from)
+    different = [
+        f"{name} {getattr(pretrained, name)} vs {getattr(config, name)}"
+        for name in MODEL_FIELDS
+        if getattr(pretrained, name) != getattr(config, name)
+    ]
+    if different:
+        raise ValueError(
+            f"--init-from {config.init_from!r} was pre-trained with other model "
+            f"settings (pre-training vs this run): {', '.join(different)}."
+        )
+    return s3rec.load_encoder_weights(
+        encoder, os.path.join(config.init_from, ENCODER_FILE)
+    )
