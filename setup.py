@@ -17,6 +17,7 @@ INSTALL_REQUIRES = [
     "tensorboard==2.21.0",
     "numpy>=1.26",
     "tqdm>=4.66",
+    "matplotlib>=3.9,<4",  # `genni report` plots.
 ]
 
 EXTRAS_REQUIRE = {

@@ -1,0 +1,750 @@
+"""`genni report`: the paper's tables and figures, regenerated on your data.
+
+Runs (or reuses) an experiment grid of `genni train` runs and writes
+`REPORT_DIR/report.md` with PNG plots: the main table beside the paper, the
+efficiency table (uniform vs GenNi beta 0.1 / 1 / growing), alpha, beta and k
+sweeps, the BPR table for 1..K negatives, validation NDCG@10 against training
+time, the self-adjusted curriculum against its initial alpha, a case study of
+the negatives GenNi draws as training goes on, and each paper claim marked
+reproduced or not.
+
+Each run is keyed by its full configuration (seed included) and lives in
+`RUNS_DIR/<name>-<hash>`: a run with `metrics.json` is never trained again, a
+run with a checkpoint resumes, so an interrupted grid continues where it
+stopped. `--quick` runs a reduced grid (few epochs, one seed) as a smoke check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import statistics
+import time
+
+from pipeline import schema
+from pipeline.configs import TrainConfig
+
+REPORT_FILE = "report.md"
+RESULTS_FILE = "results.json"
+CASE_STUDY_FILE = "case_study.json"
+METRICS = ("HR@5", "HR@10", "NDCG@5", "NDCG@10")
+SELF_ADJUST_STEP = 0.001
+
+# Test metrics of the paper (%, full ranking), from ../shared/docs/GENNI.md.
+PAPER = {
+    "beauty": {
+        "uniform": (3.84, 6.07, 2.49, 3.21),
+        "popularity": (4.08, 6.18, 2.69, 3.37),
+        "genni": (6.30, 8.79, 4.48, 5.33),
+    },
+    "toys": {
+        "uniform": (4.68, 6.81, 3.18, 3.87),
+        "genni": (7.18, 9.96, 5.15, 5.90),
+    },
+}
+PAPER_EFFICIENCY = "Beauty, V100: SASRec 2.44 s/epoch, GenNi beta 1 6.30, beta 0.1 2.47"
+PAPER_BPR = {"uniform": (2.32, 2.07), "genni": (5.64, 6.08)}  # HR@5, 1 and 8 negs.
+ROW_NAMES = {
+    "uniform": "SASRec (uniform)",
+    "popularity": "SASRec_pop",
+    "genni": "SASRec_GenNi",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """The values each experiment sweeps, and the training budget."""
+
+    epochs: int | None
+    patience: int | None
+    seeds: tuple[int, ...]
+    alphas: tuple[float, ...]
+    betas: tuple[float, ...]
+    ks: tuple[int, ...]
+    bpr_ks: tuple[int, ...]
+    initial_alphas: tuple[float, ...]
+    beta_growth: float
+    case_epochs: tuple[int, ...]
+    case_users: int = 3
+
+
+FULL = Grid(
+    epochs=None,  # TrainConfig's default (200) with patience 40.
+    patience=None,
+    seeds=(0, 1, 2, 3),
+    alphas=(0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0),
+    betas=(0.001, 0.01, 0.1, 0.3, 1.0),
+    ks=(1, 3, 5, 9),
+    bpr_ks=(1, 2, 3, 4, 5, 6, 7, 8),
+    initial_alphas=(0.0, 1.0, 2.5, 4.0),
+    beta_growth=20.0,
+    case_epochs=(1, 10, 50),
+)
+QUICK = Grid(
+    epochs=3,
+    patience=3,
+    seeds=(0,),
+    alphas=(0.0, 1.0, 2.5, 5.0),
+    betas=(0.01, 0.1, 1.0),
+    ks=(1, 3),
+    bpr_ks=(1, 4),
+    initial_alphas=(0.0, 2.5),
+    beta_growth=1.0,
+    case_epochs=(1, 3),
+)
+
+
+def experiments(grid: Grid) -> dict[str, list[tuple[str, dict]]]:
+    """Experiment -> [(label, TrainConfig overrides)] (seeds added later)."""
+    genni = dict(sampler="genni", alpha=2.5, beta=1.0)
+    return {
+        "main": [
+            ("uniform", dict(sampler="uniform")),
+            ("popularity", dict(sampler="popularity")),
+            ("genni", genni),
+        ],
+        "efficiency": [
+            ("uniform", dict(sampler="uniform")),
+            ("genni beta 0.1", dict(genni, beta=0.1)),
+            ("genni beta 1", genni),
+            (
+                f"genni growing beta m={grid.beta_growth:g}",
+                dict(genni, beta_growth=grid.beta_growth),
+            ),
+        ],
+        "alpha": [(f"{a:g}", dict(genni, alpha=a)) for a in grid.alphas],
+        "beta": [(f"{b:g}", dict(genni, beta=b)) for b in grid.betas],
+        "k": [
+            (
+                f"{s} k={k}",
+                dict(
+                    genni if s == "genni" else {"sampler": "uniform"}, num_negatives=k
+                ),
+            )
+            for s in ("uniform", "genni")
+            for k in grid.ks
+        ],
+        "bpr": [
+            (
+                f"{s} k={k}",
+                dict(
+                    dict(genni, alpha=2.2) if s == "genni" else {"sampler": "uniform"},
+                    loss="bpr",
+                    num_negatives=k,
+                ),
+            )
+            for s in ("uniform", "genni")
+            for k in grid.bpr_ks
+        ],
+        "self_adjust": [
+            (
+                f"{kind} alpha0={a:g}",
+                dict(
+                    genni,
+                    alpha=a,
+                    alpha_step=SELF_ADJUST_STEP if kind == "self-adjusted" else None,
+                ),
+            )
+            for kind in ("fixed", "self-adjusted")
+            for a in grid.initial_alphas
+        ],
+    }
+
+
+def run_key(config: TrainConfig) -> str:
+    """A stable id of everything that defines a run but where it lives."""
+    values = config.to_dict()
+    values.pop("output")
+    values.pop("data")
+    text = json.dumps(values, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def _slug(values: dict, seed: int) -> str:
+    """A readable name for a run directory (the hash makes it unique)."""
+    parts = [str(values.get("sampler", "genni"))]
+    if parts[0] == "genni":
+        parts.append(f"a{values.get('alpha', 2.5):g}")
+        if values.get("beta_growth") is not None:
+            parts.append(f"m{values['beta_growth']:g}")
+        else:
+            parts.append(f"b{values.get('beta', 1.0):g}")
+        if values.get("alpha_step") is not None:
+            parts.append("sa")
+    parts.append(f"k{values.get('num_negatives', 1)}")
+    if values.get("loss", "bce") != "bce":
+        parts.append(values["loss"])
+    parts.append(f"s{seed}")
+    return "_".join(parts)
+
+
+def plan(data: str, runs_dir: str, grid: Grid) -> dict[str, dict]:
+    """Every distinct run of the grid: run dir -> {config, uses}."""
+    runs: dict[str, dict] = {}
+    budget = {}
+    if grid.epochs is not None:
+        budget["epochs"] = grid.epochs
+    if grid.patience is not None:
+        budget["patience"] = grid.patience
+    for experiment, rows in experiments(grid).items():
+        for order, (label, overrides) in enumerate(rows):
+            for seed in grid.seeds:
+                values = {k: v for k, v in overrides.items() if v is not None}
+                config = TrainConfig(
+                    data=data, output="", seed=seed, **budget, **values
+                )
+                name = f"{_slug(values, seed)}-{run_key(config)}"
+                output = os.path.join(runs_dir, name)
+                entry = runs.setdefault(
+                    output,
+                    {"config": dataclasses.replace(config, output=output), "uses": []},
+                )
+                entry["uses"].append((experiment, label, seed, order))
+    return runs
+
+
+def run_grid(runs: dict[str, dict], verbose: int = 1) -> dict[str, dict]:
+    """Train every run without metrics.json (resuming a started one)."""
+    from pipeline import train
+
+    results = {}
+    todo = [d for d in runs if not os.path.exists(os.path.join(d, train.METRICS_FILE))]
+    if verbose:
+        print(
+            f"{len(runs)} runs in the grid, {len(runs) - len(todo)} finished, "
+            f"{len(todo)} to train."
+        )
+    for run_dir in runs:
+        metrics_path = os.path.join(run_dir, train.METRICS_FILE)
+        if not os.path.exists(metrics_path):
+            started = os.path.exists(os.path.join(run_dir, train.CONFIG_FILE))
+            if verbose:
+                position = todo.index(run_dir) + 1
+                verb = "resuming" if started else "training"
+                print(
+                    f"[{position}/{len(todo)}] {verb} {os.path.basename(run_dir)}",
+                    flush=True,
+                )
+            train.train(runs[run_dir]["config"], resume=started, verbose=0)
+        with open(metrics_path) as f:
+            results[run_dir] = json.load(f)
+    return results
+
+
+def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
+    """The negatives GenNi would draw for a few users as training goes on.
+
+    Trains a GenNi model (the grid's main configuration, seed 0) epoch by
+    epoch; at each of `grid.case_epochs` it takes the first users of the
+    validation split and lists the items with the highest probability under
+    GenNi's Q(i | h_t) = softmax(alpha * h_t . e_i) over items but the target,
+    with their scores, beside the target's own score and rank.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from pipeline import data, train
+
+    path = os.path.join(output, CASE_STUDY_FILE)
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    info = schema.DatasetInfo.load(config.data)
+    tf.keras.utils.set_random_seed(config.seed)
+    model = train.build_model(config, info, None)
+    with open(os.path.join(config.data, schema.ITEMS_FILE)) as f:
+        items = [""] + [line.rstrip("\n") for line in f]
+    valid = next(
+        iter(
+            data.batches(
+                data.records(config.data, schema.VALID),
+                info.max_len,
+                schema.VALID,
+                grid.case_users,
+            )
+        )
+    )
+    cached = data.records(config.data, schema.TRAIN).cache()
+    points = []
+    for epoch in range(max(grid.case_epochs)):
+        model.fit(
+            data.train_dataset(
+                cached, info.max_len, config.batch_size, config.seed, epoch
+            ),
+            epochs=1,
+            verbose=0,
+        )
+        if epoch + 1 not in grid.case_epochs:
+            continue
+        scores = model(valid[schema.INPUT_IDS]).numpy()  # (U, V + 1)
+        users = []
+        for row, target in enumerate(valid[schema.TARGET].numpy()):
+            s = scores[row].astype(np.float64)
+            logits = config.alpha * s
+            logits[0] = -np.inf
+            logits[target] = -np.inf
+            q = np.exp(logits - logits[np.isfinite(logits)].max())
+            q /= q.sum()
+            top = np.argsort(-q)[:5]
+            users.append(
+                {
+                    "user": int(valid[schema.USER_ID].numpy()[row]),
+                    "target": items[target],
+                    "target_score": float(s[target]),
+                    "target_rank": int((s[1:] > s[target]).sum()) + 1,
+                    "negatives": [
+                        {
+                            "item": items[i],
+                            "score": float(s[i]),
+                            "probability": float(q[i]),
+                        }
+                        for i in top
+                    ],
+                }
+            )
+        points.append({"epoch": epoch + 1, "users": users})
+    result = {"alpha": config.alpha, "points": points}
+    with open(path, "w") as f:
+        json.dump(result, f, indent=2)
+    return result
+
+
+# ----------------------------------------------------------------- rendering
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return float("nan"), float("nan")
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def _fmt(values: list[float]) -> str:
+    mean, std = _mean_std(values)
+    return f"{mean:.2f}" if len(values) < 2 else f"{mean:.2f} ± {std:.2f}"
+
+
+def collect(runs: dict[str, dict], results: dict[str, dict]) -> dict:
+    """experiment -> label (in the grid's order) -> metrics.json per seed."""
+    found: dict[str, dict[str, tuple[int, list[dict]]]] = {}
+    for run_dir, entry in runs.items():
+        for experiment, label, _seed, order in entry["uses"]:
+            rows = found.setdefault(experiment, {})
+            rows.setdefault(label, (order, []))[1].append(results[run_dir])
+    return {
+        experiment: {
+            label: metrics
+            for label, (_, metrics) in sorted(rows.items(), key=lambda r: r[1][0])
+        }
+        for experiment, rows in found.items()
+    }
+
+
+def _test(metrics: list[dict], name: str) -> list[float]:
+    return [m["test"][name] for m in metrics]
+
+
+def _hr_ndcg(metrics: list[dict]) -> tuple[str, str]:
+    return _fmt(_test(metrics, "HR@10")), _fmt(_test(metrics, "NDCG@10"))
+
+
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _plot(path: str, title: str, xlabel: str, series: dict, logx: bool = False) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.2, 3.4), dpi=90)
+    for name, (xs, ys) in series.items():
+        ax.plot(xs, ys, marker="o", markersize=3, label=name)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("test %" if "valid" not in title else "valid NDCG@10 %")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _sweep_series(
+    rows: dict[str, list[dict]], xs: list[float], labels: list[str]
+) -> dict:
+    return {
+        name: (xs, [_mean_std(_test(rows[label], name))[0] for label in labels])
+        for name in ("HR@10", "NDCG@10")
+    }
+
+
+def claims(table: dict) -> list[tuple[str, bool, str]]:
+    """Each claim of the paper: (claim, reproduced, the numbers behind it)."""
+
+    def ndcg(experiment, label, name="NDCG@10"):
+        return _mean_std(_test(table[experiment][label], name))[0]
+
+    out = []
+    u, g = ndcg("main", "uniform"), ndcg("main", "genni")
+    out.append(
+        (
+            "GenNi beats uniform by a wide margin (>= 30% NDCG@10)",
+            g >= 1.3 * u,
+            f"NDCG@10 {g:.2f} vs {u:.2f} ({g / u:.2f}x)",
+        )
+    )
+    labels = list(table["alpha"])
+    values = [ndcg("alpha", a) for a in labels]
+    best = max(range(len(values)), key=values.__getitem__)
+    out.append(
+        (
+            "Quality rises with alpha, then falls",
+            0 < best < len(values) - 1,
+            "NDCG@10 by alpha: "
+            + ", ".join(f"{a}: {v:.2f}" for a, v in zip(labels, values, strict=True)),
+        )
+    )
+    b01, b1 = (
+        ndcg("efficiency", "genni beta 0.1", "HR@5"),
+        ndcg("efficiency", "genni beta 1", "HR@5"),
+    )
+    out.append(
+        (
+            "Beta 0.1 keeps about 95% of beta 1 quality (HR@5 >= 90%)",
+            b01 >= 0.9 * b1,
+            f"HR@5 {b01:.2f} vs {b1:.2f} ({100 * b01 / b1:.0f}%)",
+        )
+    )
+    ks = [label for label in table["k"] if label.startswith("uniform")]
+    g1 = ndcg("k", "genni k=1")
+    umax = ndcg("k", ks[-1])
+    out.append(
+        (
+            f"GenNi with 1 negative beats uniform with {ks[-1].split('=')[1]}",
+            g1 > umax,
+            f"NDCG@10 {g1:.2f} vs {umax:.2f}",
+        )
+    )
+    bpr = list(table["bpr"])
+    u_first, u_last = (
+        ndcg("bpr", bpr[0], "HR@5"),
+        ndcg("bpr", [b for b in bpr if b.startswith("uniform")][-1], "HR@5"),
+    )
+    g_first = ndcg("bpr", next(b for b in bpr if b.startswith("genni")), "HR@5")
+    g_last = ndcg("bpr", bpr[-1], "HR@5")
+    out.append(
+        (
+            "BPR: uniform does not gain from more negatives, GenNi does",
+            u_last <= u_first * 1.02 and g_last > g_first,
+            f"HR@5 uniform {u_first:.2f} -> {u_last:.2f}, "
+            f"GenNi {g_first:.2f} -> {g_last:.2f}",
+        )
+    )
+    return out
+
+
+def render(
+    output: str,
+    runs: dict[str, dict],
+    results: dict[str, dict],
+    case: dict | None,
+    dataset: str | None,
+    commands: list[str],
+) -> str:
+    """Write report.md and the plots into `output`; returns the Markdown."""
+    os.makedirs(output, exist_ok=True)
+    table = collect(runs, results)
+    paper = PAPER.get(dataset or "", {})
+    lines = [f"# GenNi reproduction report{f' ({dataset})' if dataset else ''}", ""]
+    lines += ["Commands:", "", "```bash", *commands, "```", ""]
+    seeds = sorted({use[2] for e in runs.values() for use in e["uses"]})
+    epochs = {r["config"]["epochs"] for r in results.values()}
+    lines += [
+        f"{len(runs)} runs, seeds {seeds}, at most {max(epochs)} epochs each; test "
+        "metrics (%, full ranking) at the best validation NDCG@10, mean ± std over "
+        "seeds.",
+        "",
+    ]
+
+    lines += [
+        "## Main table",
+        "",
+        "| model | " + " | ".join(METRICS) + " |",
+        "|---|" + "---|" * len(METRICS),
+    ]
+    for label, metrics in table["main"].items():
+        ours = " | ".join(_fmt(_test(metrics, m)) for m in METRICS)
+        lines.append(f"| {ROW_NAMES[label]} | {ours} |")
+        if label in paper:
+            lines.append(
+                f"| {ROW_NAMES[label]} (paper) | "
+                + " | ".join(f"{v:.2f}" for v in paper[label])
+                + " |"
+            )
+    lines.append("")
+
+    lines += [
+        "## Efficiency",
+        "",
+        f"Paper: {PAPER_EFFICIENCY}.",
+        "",
+        "| sampler | s / epoch | x uniform | HR@5 | NDCG@5 | HR@5 vs beta 1 |",
+        "|---|---|---|---|---|---|",
+    ]
+    eff = table["efficiency"]
+    base = statistics.mean(m["seconds_per_epoch"] for m in eff["uniform"])
+    beta1 = _mean_std(_test(eff["genni beta 1"], "HR@5"))[0]
+    for label, metrics in eff.items():
+        seconds = statistics.mean(m["seconds_per_epoch"] for m in metrics)
+        hr5 = _mean_std(_test(metrics, "HR@5"))[0]
+        lines.append(
+            _row(
+                label,
+                f"{seconds:.1f}",
+                f"{seconds / base:.2f}",
+                _fmt(_test(metrics, "HR@5")),
+                _fmt(_test(metrics, "NDCG@5")),
+                f"{100 * hr5 / beta1:.0f}%",
+            )
+        )
+    lines.append("")
+
+    for experiment, title, xlabel, logx in (
+        ("alpha", "Performance vs alpha", "alpha", False),
+        ("beta", "Performance vs beta", "beta", True),
+    ):
+        rows = table[experiment]
+        labels = list(rows)
+        xs = [float(label) for label in labels]
+        _plot(
+            os.path.join(output, f"{experiment}.png"),
+            title,
+            xlabel,
+            _sweep_series(rows, xs, labels),
+            logx,
+        )
+        lines += [
+            f"## {title}",
+            "",
+            f"![{experiment}]({experiment}.png)",
+            "",
+            f"| {xlabel} | HR@10 | NDCG@10 |",
+            "|---|---|---|",
+        ]
+        lines += [_row(label, *_hr_ndcg(rows[label])) for label in labels]
+        lines.append("")
+
+    rows = table["k"]
+    series = {}
+    for sampler in ("uniform", "genni"):
+        labels = [label for label in rows if label.startswith(sampler)]
+        ks = [int(label.split("=")[1]) for label in labels]
+        series[sampler] = (
+            ks,
+            [_mean_std(_test(rows[label], "NDCG@10"))[0] for label in labels],
+        )
+    _plot(
+        os.path.join(output, "k.png"), "NDCG@10 vs number of negatives k", "k", series
+    )
+    lines += [
+        "## Number of negatives k",
+        "",
+        "![k](k.png)",
+        "",
+        "| sampler, k | HR@10 | NDCG@10 |",
+        "|---|---|---|",
+    ]
+    lines += [_row(label, *_hr_ndcg(rows[label])) for label in rows]
+    lines.append("")
+
+    rows = table["bpr"]
+    ks = sorted({int(label.split("=")[1]) for label in rows})
+    lines += [
+        "## BPR loss with 1..K negatives (HR@5)",
+        "",
+        "Paper (Beauty): uniform {} -> {}, GenNi (alpha 2.2) {} -> {} from 1 to 8 "
+        "negatives.".format(*PAPER_BPR["uniform"], *PAPER_BPR["genni"]),
+        "",
+        "| sampler | " + " | ".join(f"k={k}" for k in ks) + " |",
+        "|---|" + "---|" * len(ks),
+    ]
+    for sampler in ("uniform", "genni"):
+        lines.append(
+            f"| {sampler} | "
+            + " | ".join(_fmt(_test(rows[f"{sampler} k={k}"], "HR@5")) for k in ks)
+            + " |"
+        )
+    lines.append("")
+
+    series = {}
+    for label in ("uniform", "genni beta 0.1", "genni beta 1"):
+        history = eff[label][0]["history"]
+        clock, xs, ys = 0.0, [], []
+        for record in history:
+            clock += record["train_seconds"]
+            if "valid" in record:
+                xs.append(clock)
+                ys.append(record["valid"]["NDCG@10"])
+        series[label] = (xs, ys)
+    _plot(
+        os.path.join(output, "valid_vs_time.png"),
+        "valid NDCG@10 vs training time (seed 0)",
+        "training seconds",
+        series,
+    )
+    lines += [
+        "## Validation NDCG@10 vs training time",
+        "",
+        "![valid vs time](valid_vs_time.png)",
+        "",
+    ]
+
+    rows = table["self_adjust"]
+    initial = sorted({float(label.split("=")[1]) for label in rows})
+    series = {
+        kind: (
+            initial,
+            [
+                _mean_std(_test(rows[f"{kind} alpha0={a:g}"], "NDCG@10"))[0]
+                for a in initial
+            ],
+        )
+        for kind in ("fixed", "self-adjusted")
+    }
+    _plot(
+        os.path.join(output, "self_adjust.png"),
+        "NDCG@10 vs initial alpha",
+        "initial alpha",
+        series,
+    )
+    lines += [
+        "## Self-adjusted curriculum vs initial alpha",
+        "",
+        "![self-adjust](self_adjust.png)",
+        "",
+        "| initial alpha | fixed NDCG@10 | self-adjusted NDCG@10 "
+        "| alpha at the best epoch (self-adjusted) |",
+        "|---|---|---|---|",
+    ]
+    for a in initial:
+        adjusted = rows[f"self-adjusted alpha0={a:g}"][0]
+        at_best = [
+            r.get("alpha")
+            for r in adjusted["history"]
+            if r["epoch"] == adjusted["best_epoch"]
+        ]
+        final_alpha = f"{at_best[0]:.2f}" if at_best and at_best[0] is not None else "-"
+        lines.append(
+            _row(
+                f"{a:g}",
+                _fmt(_test(rows[f"fixed alpha0={a:g}"], "NDCG@10")),
+                _fmt(_test(rows[f"self-adjusted alpha0={a:g}"], "NDCG@10")),
+                final_alpha,
+            )
+        )
+    lines.append("")
+
+    if case:
+        lines += [
+            "## Case study: GenNi's most likely negatives as training goes on",
+            "",
+            "Items with the highest probability under Q(i | h_t) = "
+            f"softmax({case['alpha']:g} * h_t . e_i) (target excluded) for the "
+            "first validation users.",
+            "",
+        ]
+        for point in case["points"]:
+            lines.append(f"**Epoch {point['epoch']}**")
+            lines.append("")
+            lines += [
+                "| user | target (score, rank) | top negatives: item (score, Q) |",
+                "|---|---|---|",
+            ]
+            for user in point["users"]:
+                negs = ", ".join(
+                    f"{n['item']} ({n['score']:.2f}, {n['probability']:.3f})"
+                    for n in user["negatives"]
+                )
+                lines.append(
+                    _row(
+                        user["user"],
+                        f"{user['target']} ({user['target_score']:.2f}, "
+                        f"{user['target_rank']})",
+                        negs,
+                    )
+                )
+            lines.append("")
+
+    lines += [
+        "## The paper's claims",
+        "",
+        "| claim | reproduced | numbers |",
+        "|---|---|---|",
+    ]
+    verdicts = claims(table)
+    lines += [f"| {c} | {'yes' if ok else 'no'} | {why} |" for c, ok, why in verdicts]
+    lines.append("")
+    text = "\n".join(lines)
+    with open(os.path.join(output, REPORT_FILE), "w") as f:
+        f.write(text)
+    summary = {
+        "runs": {
+            os.path.basename(d): {
+                "uses": e["uses"],
+                "test": results[d]["test"],
+                "best_epoch": results[d]["best_epoch"],
+            }
+            for d, e in runs.items()
+        },
+        "claims": [
+            {"claim": c, "reproduced": ok, "numbers": why} for c, ok, why in verdicts
+        ],
+    }
+    with open(os.path.join(output, RESULTS_FILE), "w") as f:
+        json.dump(summary, f, indent=2)
+    return text
+
+
+def report(
+    data: str,
+    output: str,
+    runs_dir: str | None,
+    quick: bool,
+    seeds: int | None,
+    dataset: str | None,
+    verbose: int = 1,
+    commands: list[str] | None = None,
+) -> str:
+    grid = QUICK if quick else FULL
+    if seeds is not None:
+        if seeds < 1:
+            raise ValueError(f"--seeds must be at least 1. Got {seeds}.")
+        grid = dataclasses.replace(grid, seeds=tuple(range(seeds)))
+    schema.DatasetInfo.load(data)  # A clear error before any training.
+    os.makedirs(output, exist_ok=True)
+    runs_dir = runs_dir or os.path.join(output, "runs")
+    runs = plan(data, runs_dir, grid)
+    start = time.perf_counter()
+    results = run_grid(runs, verbose=verbose)
+    main_genni = next(
+        e["config"]
+        for e in runs.values()
+        if ("main", "genni", grid.seeds[0]) in e["uses"]
+    )
+    case = (
+        case_study(dataclasses.replace(main_genni, output=""), grid, output)
+        if grid.case_epochs
+        else None
+    )
+    text = render(output, runs, results, case, dataset, commands or [])
+    if verbose:
+        print(
+            f"Report: {os.path.join(output, REPORT_FILE)} "
+            f"({time.perf_counter() - start:.0f} s)"
+        )
+    return text

@@ -1,0 +1,167 @@
+"""`genni report`: rendering from finished runs, and a grid that skips them."""
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+from pipeline import cli, report, train
+from tests.conftest import make_dataset
+
+GRID = dataclasses.replace(
+    report.QUICK,
+    seeds=(0, 1),
+    alphas=(0.0, 2.5, 5.0),
+    betas=(0.1, 1.0),
+    ks=(1, 3),
+    bpr_ks=(1, 2),
+    initial_alphas=(0.0, 2.5),
+    case_epochs=(),
+)
+METRIC_NAMES = ("HR@5", "HR@10", "NDCG@5", "NDCG@10", "HR@20", "NDCG@20", "MRR")
+
+
+def fake_metrics(config, value):
+    """A metrics.json as `genni train` writes it, with made-up numbers."""
+    history = [
+        {
+            "epoch": e,
+            "train_seconds": 2.0 + (config.sampler == "genni"),
+            "valid": {"NDCG@10": value * e / 3},
+            "alpha": config.alpha,
+        }
+        for e in (1, 2, 3)
+    ]
+    test = {name: value + i for i, name in enumerate(METRIC_NAMES)}
+    return {
+        "config": config.to_dict(),
+        "best_epoch": 3,
+        "epochs_run": 3,
+        "test": test,
+        "valid": test,
+        "seconds_per_epoch": history[0]["train_seconds"],
+        "history": history,
+    }
+
+
+def finish(runs, value_of):
+    for run_dir, entry in runs.items():
+        os.makedirs(run_dir, exist_ok=True)
+        config = entry["config"]
+        with open(os.path.join(run_dir, train.CONFIG_FILE), "w") as f:
+            json.dump(config.to_dict(), f)
+        with open(os.path.join(run_dir, train.METRICS_FILE), "w") as f:
+            json.dump(fake_metrics(config, value_of(config)), f)
+
+
+def value_of(config):
+    """GenNi well ahead, a peak at alpha 2.5, and seeds differing by 0.5."""
+    value = 3.0 + 0.5 * config.seed
+    if config.sampler == "genni":
+        value += 2.0 - abs(config.alpha - 2.5) * 0.3
+    return value
+
+
+def test_report_renders_from_finished_runs(tmp_path, monkeypatch):
+    runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
+    # Shared runs are planned once: GenNi alpha 2.5, beta 1, k 1 serves the main
+    # table, the efficiency table and the alpha, beta and k sweeps.
+    shared = [e for e in runs.values() if len(e["uses"]) >= 5]
+    assert len(shared) == len(GRID.seeds)
+    finish(runs, value_of)
+    monkeypatch.setattr(train, "train", pytest.fail)  # Nothing is retrained.
+    results = report.run_grid(runs, verbose=0)
+    case = {
+        "alpha": 2.5,
+        "points": [
+            {
+                "epoch": 1,
+                "users": [
+                    {
+                        "user": 1,
+                        "target": "B001",
+                        "target_score": 0.5,
+                        "target_rank": 3,
+                        "negatives": [
+                            {"item": "B007", "score": 0.9, "probability": 0.2}
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    out = tmp_path / "report"
+    text = report.render(str(out), runs, results, case, "beauty", ["genni report ..."])
+    for plot in ("alpha", "beta", "k", "valid_vs_time", "self_adjust"):
+        assert (out / f"{plot}.png").stat().st_size > 1000
+    assert (out / report.REPORT_FILE).read_text() == text
+    # The main table holds each run's metrics (mean ± std over the 2 seeds).
+    genni = [value_of(e["config"]) for e in shared]
+    mean = sum(genni) / 2
+    assert f"| SASRec_GenNi | {mean:.2f} ± 0.35 | {mean + 1:.2f} ± 0.35 |" in text
+    assert "| SASRec_GenNi (paper) | 6.30 | 8.79 | 4.48 | 5.33 |" in text
+    assert "| 1 | B001 (0.50, 3) | B007 (0.90, 0.200) |" in text
+    verdicts = {
+        c["claim"]: c["reproduced"]
+        for c in json.loads((out / report.RESULTS_FILE).read_text())["claims"]
+    }
+    assert verdicts["Quality rises with alpha, then falls"] is True
+    assert verdicts["GenNi beats uniform by a wide margin (>= 30% NDCG@10)"] is True
+    assert len(verdicts) == 5
+
+
+def test_grid_trains_only_what_is_missing(tmp_path, monkeypatch):
+    runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
+    names = list(runs)
+    finish({d: runs[d] for d in names[:-3]}, value_of)
+    started = names[-1]
+    os.makedirs(started)
+    with open(os.path.join(started, train.CONFIG_FILE), "w") as f:
+        json.dump(runs[started]["config"].to_dict(), f)
+    calls = []
+
+    def fake_train(config, resume=False, verbose=1):
+        calls.append((config.output, resume))
+        finish({config.output: {"config": config}}, value_of)
+
+    monkeypatch.setattr(train, "train", fake_train)
+    report.run_grid(runs, verbose=0)
+    assert calls == [(names[-3], False), (names[-2], False), (started, True)]
+    calls.clear()
+    report.run_grid(runs, verbose=0)  # Everything is finished now.
+    assert calls == []
+
+
+def test_run_key_follows_the_configuration(tmp_path):
+    a = report.plan("D1", str(tmp_path), GRID)
+    b = report.plan("D2", str(tmp_path), GRID)
+    assert list(a) == list(b)  # Where the data lives is not part of the key.
+    names = [os.path.basename(d) for d in a]
+    assert len(set(names)) == len(names)
+    assert any(n.startswith("genni_a2.5_b1_k1_s0-") for n in names)
+
+
+def test_case_study_on_tiny_data(tmp_path):
+    data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=2, max_len=6)
+    config = train.TrainConfig(
+        data=data, output="", hidden_size=8, num_layers=1, batch_size=32
+    )
+    grid = dataclasses.replace(GRID, case_epochs=(1, 2), case_users=2)
+    case = report.case_study(config, grid, str(tmp_path))
+    assert [p["epoch"] for p in case["points"]] == [1, 2]
+    for point in case["points"]:
+        assert len(point["users"]) == 2
+        for user in point["users"]:
+            probabilities = [n["probability"] for n in user["negatives"]]
+            assert probabilities == sorted(probabilities, reverse=True)
+            assert user["target"] not in [n["item"] for n in user["negatives"]]
+    assert os.path.exists(tmp_path / report.CASE_STUDY_FILE)
+
+
+def test_report_needs_a_dataset(tmp_path, capsys):
+    code = cli.main(
+        ["report", "--data", str(tmp_path), "--output", str(tmp_path / "r")]
+    )
+    assert code == cli.EXIT_USAGE
+    assert "genni preprocess" in capsys.readouterr().err
