@@ -131,6 +131,7 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
         if value is not None:
             command += f" {flag} {value}"
     command += " --quick" if args.quick else ""
+    command += " --report-only" if args.report_only else ""
     report.report(
         args.data,
         args.output,
@@ -139,6 +140,7 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
         seeds=args.seeds,
         dataset=args.paper,
         commands=[command],
+        report_only=args.report_only,
     )
     return 0
 
@@ -309,6 +311,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=None, help="Seeds 0..N-1 (full: 4).")
     p.add_argument(
         "--quick", action="store_true", help="Reduced grid: 3 epochs, one seed."
+    )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="Train nothing: render from the runs that have finished.",
     )
     p.add_argument(
         "--paper",

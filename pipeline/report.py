@@ -153,13 +153,48 @@ def experiments(grid: Grid) -> dict[str, list[tuple[str, dict]]]:
     }
 
 
-def run_key(config: TrainConfig) -> str:
-    """A stable id of everything that defines a run but where it lives."""
+def data_fingerprint(data: str) -> str:
+    """What identifies a dataset wherever it lives: its statistics."""
+    path = os.path.join(data, schema.STATS_FILE)
+    if not os.path.exists(path):
+        return os.path.abspath(data)
+    with open(path) as f:
+        stats = json.load(f)
+    keys = ("users", "items", "events", "max_len", "min_count", "min_rating")
+    return json.dumps({k: stats.get(k) for k in keys}, sort_keys=True)
+
+
+def run_key(config: TrainConfig, fingerprint: str) -> str:
+    """A stable id of a run: its settings and its dataset, not their paths."""
     values = config.to_dict()
     values.pop("output")
     values.pop("data")
+    values["dataset"] = fingerprint
     text = json.dumps(values, sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
+    """Run key -> (directory, config) of every run already in `runs_dir`.
+
+    Runs are found by what they are, not by their names: a run trained by
+    `genni train` with the same settings on the same dataset is reused.
+    """
+    found: dict[str, tuple[str, TrainConfig]] = {}
+    if not os.path.isdir(runs_dir):
+        return found
+    for name in sorted(os.listdir(runs_dir)):
+        path = os.path.join(runs_dir, name, "config.json")
+        if not os.path.exists(path):
+            continue
+        try:
+            with open(path) as f:
+                config = TrainConfig.from_dict(json.load(f))
+        except (ValueError, TypeError, json.JSONDecodeError):
+            continue  # Not a run of this version; leave it alone.
+        key = run_key(config, data_fingerprint(config.data))
+        found.setdefault(key, (os.path.join(runs_dir, name), config))
+    return found
 
 
 def _slug(values: dict, seed: int) -> str:
@@ -183,6 +218,8 @@ def _slug(values: dict, seed: int) -> str:
 def plan(data: str, runs_dir: str, grid: Grid) -> dict[str, dict]:
     """Every distinct run of the grid: run dir -> {config, uses}."""
     runs: dict[str, dict] = {}
+    fingerprint = data_fingerprint(data)
+    existing = existing_runs(runs_dir)
     budget = {}
     if grid.epochs is not None:
         budget["epochs"] = grid.epochs
@@ -195,8 +232,11 @@ def plan(data: str, runs_dir: str, grid: Grid) -> dict[str, dict]:
                 config = TrainConfig(
                     data=data, output="", seed=seed, **budget, **values
                 )
-                name = f"{_slug(values, seed)}-{run_key(config)}"
-                output = os.path.join(runs_dir, name)
+                key = run_key(config, fingerprint)
+                if key in existing:
+                    output, config = existing[key]
+                else:
+                    output = os.path.join(runs_dir, f"{_slug(values, seed)}-{key}")
                 entry = runs.setdefault(
                     output,
                     {"config": dataclasses.replace(config, output=output), "uses": []},
@@ -205,11 +245,23 @@ def plan(data: str, runs_dir: str, grid: Grid) -> dict[str, dict]:
     return runs
 
 
-def run_grid(runs: dict[str, dict], verbose: int = 1) -> dict[str, dict]:
-    """Train every run without metrics.json (resuming a started one)."""
+def run_grid(
+    runs: dict[str, dict], verbose: int = 1, train_missing: bool = True
+) -> dict[str, dict]:
+    """metrics.json of every run, training those without (resuming a started one).
+
+    With `train_missing=False` only finished runs are returned.
+    """
     from pipeline import train
 
     results = {}
+    if not train_missing:
+        for run_dir in runs:
+            path = os.path.join(run_dir, train.METRICS_FILE)
+            if os.path.exists(path):
+                with open(path) as f:
+                    results[run_dir] = json.load(f)
+        return results
     todo = [d for d in runs if not os.path.exists(os.path.join(d, train.METRICS_FILE))]
     if verbose:
         print(
@@ -326,12 +378,17 @@ def _fmt(values: list[float]) -> str:
 
 
 def collect(runs: dict[str, dict], results: dict[str, dict]) -> dict:
-    """experiment -> label (in the grid's order) -> metrics.json per seed."""
+    """experiment -> label (in the grid's order) -> metrics.json per finished seed.
+
+    A label whose runs have not finished maps to an empty list.
+    """
     found: dict[str, dict[str, tuple[int, list[dict]]]] = {}
     for run_dir, entry in runs.items():
         for experiment, label, _seed, order in entry["uses"]:
             rows = found.setdefault(experiment, {})
-            rows.setdefault(label, (order, []))[1].append(results[run_dir])
+            done = rows.setdefault(label, (order, []))[1]
+            if run_dir in results:
+                done.append(results[run_dir])
     return {
         experiment: {
             label: metrics
@@ -339,6 +396,18 @@ def collect(runs: dict[str, dict], results: dict[str, dict]) -> dict:
         }
         for experiment, rows in found.items()
     }
+
+
+class NotRun(Exception):
+    """A section or claim whose runs have not all finished."""
+
+
+def _rows(table: dict, experiment: str) -> dict[str, list[dict]]:
+    rows = table.get(experiment, {})
+    missing = [label for label, metrics in rows.items() if not metrics]
+    if not rows or missing:
+        raise NotRun(f"not run yet: {', '.join(missing) or experiment}")
+    return rows
 
 
 def _test(metrics: list[dict], name: str) -> list[float]:
@@ -383,122 +452,100 @@ def _sweep_series(
     }
 
 
-def claims(table: dict) -> list[tuple[str, bool, str]]:
-    """Each claim of the paper: (claim, reproduced, the numbers behind it)."""
+CLAIMS = (
+    "GenNi beats uniform by a wide margin (>= 30% NDCG@10)",
+    "Quality rises with alpha, then falls",
+    "Beta 0.1 keeps about 95% of beta 1 quality (HR@5 >= 90%)",
+    "GenNi with 1 negative beats uniform with the most negatives",
+    "BPR: uniform does not gain from more negatives, GenNi does",
+)
 
-    def ndcg(experiment, label, name="NDCG@10"):
-        return _mean_std(_test(table[experiment][label], name))[0]
 
+def claims(table: dict) -> list[tuple[str, bool | None, str]]:
+    """Each claim: (claim, reproduced or None when not run, the numbers)."""
     out = []
-    u, g = ndcg("main", "uniform"), ndcg("main", "genni")
-    out.append(
-        (
-            "GenNi beats uniform by a wide margin (>= 30% NDCG@10)",
-            g >= 1.3 * u,
-            f"NDCG@10 {g:.2f} vs {u:.2f} ({g / u:.2f}x)",
-        )
-    )
-    labels = list(table["alpha"])
-    values = [ndcg("alpha", a) for a in labels]
-    best = max(range(len(values)), key=values.__getitem__)
-    out.append(
-        (
-            "Quality rises with alpha, then falls",
-            0 < best < len(values) - 1,
-            "NDCG@10 by alpha: "
-            + ", ".join(f"{a}: {v:.2f}" for a, v in zip(labels, values, strict=True)),
-        )
-    )
-    b01, b1 = (
-        ndcg("efficiency", "genni beta 0.1", "HR@5"),
-        ndcg("efficiency", "genni beta 1", "HR@5"),
-    )
-    out.append(
-        (
-            "Beta 0.1 keeps about 95% of beta 1 quality (HR@5 >= 90%)",
-            b01 >= 0.9 * b1,
-            f"HR@5 {b01:.2f} vs {b1:.2f} ({100 * b01 / b1:.0f}%)",
-        )
-    )
-    ks = [label for label in table["k"] if label.startswith("uniform")]
-    g1 = ndcg("k", "genni k=1")
-    umax = ndcg("k", ks[-1])
-    out.append(
-        (
-            f"GenNi with 1 negative beats uniform with {ks[-1].split('=')[1]}",
-            g1 > umax,
-            f"NDCG@10 {g1:.2f} vs {umax:.2f}",
-        )
-    )
-    bpr = list(table["bpr"])
-    u_first, u_last = (
-        ndcg("bpr", bpr[0], "HR@5"),
-        ndcg("bpr", [b for b in bpr if b.startswith("uniform")][-1], "HR@5"),
-    )
-    g_first = ndcg("bpr", next(b for b in bpr if b.startswith("genni")), "HR@5")
-    g_last = ndcg("bpr", bpr[-1], "HR@5")
-    out.append(
-        (
-            "BPR: uniform does not gain from more negatives, GenNi does",
-            u_last <= u_first * 1.02 and g_last > g_first,
-            f"HR@5 uniform {u_first:.2f} -> {u_last:.2f}, "
-            f"GenNi {g_first:.2f} -> {g_last:.2f}",
-        )
-    )
+    for claim, check in zip(CLAIMS, _CHECKS, strict=True):
+        try:
+            reproduced, numbers = check(table)
+        except NotRun as e:
+            reproduced, numbers = None, str(e)
+        out.append((claim, reproduced, numbers))
     return out
 
 
-def render(
-    output: str,
-    runs: dict[str, dict],
-    results: dict[str, dict],
-    case: dict | None,
-    dataset: str | None,
-    commands: list[str],
-) -> str:
-    """Write report.md and the plots into `output`; returns the Markdown."""
-    os.makedirs(output, exist_ok=True)
-    table = collect(runs, results)
-    paper = PAPER.get(dataset or "", {})
-    lines = [f"# GenNi reproduction report{f' ({dataset})' if dataset else ''}", ""]
-    lines += ["Commands:", "", "```bash", *commands, "```", ""]
-    seeds = sorted({use[2] for e in runs.values() for use in e["uses"]})
-    epochs = {r["config"]["epochs"] for r in results.values()}
-    lines += [
-        f"{len(runs)} runs, seeds {seeds}, at most {max(epochs)} epochs each; test "
-        "metrics (%, full ranking) at the best validation NDCG@10, mean ± std over "
-        "seeds.",
-        "",
-    ]
+def _mean(table: dict, experiment: str, label: str, name: str = "NDCG@10") -> float:
+    return _mean_std(_test(_rows(table, experiment)[label], name))[0]
 
-    lines += [
-        "## Main table",
-        "",
-        "| model | " + " | ".join(METRICS) + " |",
-        "|---|" + "---|" * len(METRICS),
-    ]
-    for label, metrics in table["main"].items():
-        ours = " | ".join(_fmt(_test(metrics, m)) for m in METRICS)
-        lines.append(f"| {ROW_NAMES[label]} | {ours} |")
+
+def _wide_margin(table: dict) -> tuple[bool, str]:
+    u, g = _mean(table, "main", "uniform"), _mean(table, "main", "genni")
+    return g >= 1.3 * u, f"NDCG@10 {g:.2f} vs {u:.2f} ({g / u:.2f}x)"
+
+
+def _alpha_peak(table: dict) -> tuple[bool, str]:
+    labels = list(_rows(table, "alpha"))
+    values = [_mean(table, "alpha", a) for a in labels]
+    best = max(range(len(values)), key=values.__getitem__)
+    pairs = ", ".join(f"{a}: {v:.2f}" for a, v in zip(labels, values, strict=True))
+    return 0 < best < len(values) - 1, f"NDCG@10 by alpha: {pairs}"
+
+
+def _beta_cost(table: dict) -> tuple[bool, str]:
+    b01 = _mean(table, "efficiency", "genni beta 0.1", "HR@5")
+    b1 = _mean(table, "efficiency", "genni beta 1", "HR@5")
+    return b01 >= 0.9 * b1, f"HR@5 {b01:.2f} vs {b1:.2f} ({100 * b01 / b1:.0f}%)"
+
+
+def _one_beats_many(table: dict) -> tuple[bool, str]:
+    most = [label for label in _rows(table, "k") if label.startswith("uniform")][-1]
+    g1, umax = _mean(table, "k", "genni k=1"), _mean(table, "k", most)
+    return g1 > umax, f"NDCG@10 GenNi k=1 {g1:.2f} vs {most} {umax:.2f}"
+
+
+def _bpr_negatives(table: dict) -> tuple[bool, str]:
+    labels = list(_rows(table, "bpr"))
+    uniform = [b for b in labels if b.startswith("uniform")]
+    genni = [b for b in labels if b.startswith("genni")]
+    u_first, u_last = (
+        _mean(table, "bpr", b, "HR@5") for b in (uniform[0], uniform[-1])
+    )
+    g_first, g_last = (_mean(table, "bpr", b, "HR@5") for b in (genni[0], genni[-1]))
+    return (
+        u_last <= u_first * 1.02 and g_last > g_first,
+        f"HR@5 uniform {u_first:.2f} -> {u_last:.2f}, "
+        f"GenNi {g_first:.2f} -> {g_last:.2f}",
+    )
+
+
+_CHECKS = (_wide_margin, _alpha_peak, _beta_cost, _one_beats_many, _bpr_negatives)
+
+
+def _main_section(table: dict, paper: dict, output: str) -> list[str]:
+    lines = [_row("model", *METRICS), "|---|" + "---|" * len(METRICS)]
+    for label, metrics in table.get("main", {}).items():
+        if metrics:
+            lines.append(
+                _row(ROW_NAMES[label], *(_fmt(_test(metrics, m)) for m in METRICS))
+            )
+        else:
+            lines.append(_row(ROW_NAMES[label], *(["not run yet"] * len(METRICS))))
         if label in paper:
             lines.append(
-                f"| {ROW_NAMES[label]} (paper) | "
-                + " | ".join(f"{v:.2f}" for v in paper[label])
-                + " |"
+                _row(f"{ROW_NAMES[label]} (paper)", *(f"{v:.2f}" for v in paper[label]))
             )
-    lines.append("")
+    return lines
 
-    lines += [
-        "## Efficiency",
-        "",
+
+def _efficiency_section(table: dict, paper: dict, output: str) -> list[str]:
+    eff = _rows(table, "efficiency")
+    base = statistics.mean(m["seconds_per_epoch"] for m in eff["uniform"])
+    beta1 = _mean(table, "efficiency", "genni beta 1", "HR@5")
+    lines = [
         f"Paper: {PAPER_EFFICIENCY}.",
         "",
-        "| sampler | s / epoch | x uniform | HR@5 | NDCG@5 | HR@5 vs beta 1 |",
+        _row("sampler", "s / epoch", "x uniform", "HR@5", "NDCG@5", "HR@5 vs beta 1"),
         "|---|---|---|---|---|---|",
     ]
-    eff = table["efficiency"]
-    base = statistics.mean(m["seconds_per_epoch"] for m in eff["uniform"])
-    beta1 = _mean_std(_test(eff["genni beta 1"], "HR@5"))[0]
     for label, metrics in eff.items():
         seconds = statistics.mean(m["seconds_per_epoch"] for m in metrics)
         hr5 = _mean_std(_test(metrics, "HR@5"))[0]
@@ -512,80 +559,59 @@ def render(
                 f"{100 * hr5 / beta1:.0f}%",
             )
         )
-    lines.append("")
+    return lines
 
-    for experiment, title, xlabel, logx in (
-        ("alpha", "Performance vs alpha", "alpha", False),
-        ("beta", "Performance vs beta", "beta", True),
-    ):
-        rows = table[experiment]
+
+def _sweep_section(experiment: str, title: str, xlabel: str, logx: bool):
+    def section(table: dict, paper: dict, output: str) -> list[str]:
+        rows = _rows(table, experiment)
         labels = list(rows)
         xs = [float(label) for label in labels]
-        _plot(
-            os.path.join(output, f"{experiment}.png"),
-            title,
-            xlabel,
-            _sweep_series(rows, xs, labels),
-            logx,
-        )
-        lines += [
-            f"## {title}",
-            "",
-            f"![{experiment}]({experiment}.png)",
-            "",
-            f"| {xlabel} | HR@10 | NDCG@10 |",
-            "|---|---|---|",
-        ]
-        lines += [_row(label, *_hr_ndcg(rows[label])) for label in labels]
-        lines.append("")
+        series = _sweep_series(rows, xs, labels)
+        _plot(os.path.join(output, f"{experiment}.png"), title, xlabel, series, logx)
+        lines = [f"![{experiment}]({experiment}.png)", ""]
+        lines += [_row(xlabel, "HR@10", "NDCG@10"), "|---|---|---|"]
+        return lines + [_row(label, *_hr_ndcg(rows[label])) for label in labels]
 
-    rows = table["k"]
+    return section
+
+
+def _k_section(table: dict, paper: dict, output: str) -> list[str]:
+    rows = _rows(table, "k")
     series = {}
     for sampler in ("uniform", "genni"):
         labels = [label for label in rows if label.startswith(sampler)]
         ks = [int(label.split("=")[1]) for label in labels]
-        series[sampler] = (
-            ks,
-            [_mean_std(_test(rows[label], "NDCG@10"))[0] for label in labels],
-        )
+        series[sampler] = (ks, [_mean(table, "k", label) for label in labels])
     _plot(
         os.path.join(output, "k.png"), "NDCG@10 vs number of negatives k", "k", series
     )
-    lines += [
-        "## Number of negatives k",
-        "",
-        "![k](k.png)",
-        "",
-        "| sampler, k | HR@10 | NDCG@10 |",
-        "|---|---|---|",
-    ]
-    lines += [_row(label, *_hr_ndcg(rows[label])) for label in rows]
-    lines.append("")
+    lines = ["![k](k.png)", "", _row("sampler, k", "HR@10", "NDCG@10"), "|---|---|---|"]
+    return lines + [_row(label, *_hr_ndcg(rows[label])) for label in rows]
 
-    rows = table["bpr"]
+
+def _bpr_section(table: dict, paper: dict, output: str) -> list[str]:
+    rows = _rows(table, "bpr")
     ks = sorted({int(label.split("=")[1]) for label in rows})
-    lines += [
-        "## BPR loss with 1..K negatives (HR@5)",
-        "",
+    lines = [
         "Paper (Beauty): uniform {} -> {}, GenNi (alpha 2.2) {} -> {} from 1 to 8 "
         "negatives.".format(*PAPER_BPR["uniform"], *PAPER_BPR["genni"]),
         "",
-        "| sampler | " + " | ".join(f"k={k}" for k in ks) + " |",
+        _row("sampler", *(f"k={k}" for k in ks)),
         "|---|" + "---|" * len(ks),
     ]
     for sampler in ("uniform", "genni"):
-        lines.append(
-            f"| {sampler} | "
-            + " | ".join(_fmt(_test(rows[f"{sampler} k={k}"], "HR@5")) for k in ks)
-            + " |"
-        )
-    lines.append("")
+        cells = (_fmt(_test(rows[f"{sampler} k={k}"], "HR@5")) for k in ks)
+        lines.append(_row(sampler, *cells))
+    return lines
 
+
+def _time_section(table: dict, paper: dict, output: str) -> list[str]:
+    eff = _rows(table, "efficiency")
     series = {}
     for label in ("uniform", "genni beta 0.1", "genni beta 1"):
-        history = eff[label][0]["history"]
         clock, xs, ys = 0.0, [], []
-        for record in history:
+        for record in eff[label][0]["history"]:
             clock += record["train_seconds"]
             if "valid" in record:
                 xs.append(clock)
@@ -593,26 +619,20 @@ def render(
         series[label] = (xs, ys)
     _plot(
         os.path.join(output, "valid_vs_time.png"),
-        "valid NDCG@10 vs training time (seed 0)",
+        "valid NDCG@10 vs training time (first seed)",
         "training seconds",
         series,
     )
-    lines += [
-        "## Validation NDCG@10 vs training time",
-        "",
-        "![valid vs time](valid_vs_time.png)",
-        "",
-    ]
+    return ["![valid vs time](valid_vs_time.png)"]
 
-    rows = table["self_adjust"]
+
+def _self_adjust_section(table: dict, paper: dict, output: str) -> list[str]:
+    rows = _rows(table, "self_adjust")
     initial = sorted({float(label.split("=")[1]) for label in rows})
     series = {
         kind: (
             initial,
-            [
-                _mean_std(_test(rows[f"{kind} alpha0={a:g}"], "NDCG@10"))[0]
-                for a in initial
-            ],
+            [_mean(table, "self_adjust", f"{kind} alpha0={a:g}") for a in initial],
         )
         for kind in ("fixed", "self-adjusted")
     }
@@ -622,13 +642,15 @@ def render(
         "initial alpha",
         series,
     )
-    lines += [
-        "## Self-adjusted curriculum vs initial alpha",
-        "",
+    lines = [
         "![self-adjust](self_adjust.png)",
         "",
-        "| initial alpha | fixed NDCG@10 | self-adjusted NDCG@10 "
-        "| alpha at the best epoch (self-adjusted) |",
+        _row(
+            "initial alpha",
+            "fixed NDCG@10",
+            "self-adjusted NDCG@10",
+            "alpha at the best epoch (self-adjusted, first seed)",
+        ),
         "|---|---|---|---|",
     ]
     for a in initial:
@@ -638,56 +660,110 @@ def render(
             for r in adjusted["history"]
             if r["epoch"] == adjusted["best_epoch"]
         ]
-        final_alpha = f"{at_best[0]:.2f}" if at_best and at_best[0] is not None else "-"
+        alpha = f"{at_best[0]:.2f}" if at_best and at_best[0] is not None else "-"
         lines.append(
             _row(
                 f"{a:g}",
                 _fmt(_test(rows[f"fixed alpha0={a:g}"], "NDCG@10")),
                 _fmt(_test(rows[f"self-adjusted alpha0={a:g}"], "NDCG@10")),
-                final_alpha,
+                alpha,
             )
         )
-    lines.append("")
+    return lines
 
+
+def _case_lines(case: dict) -> list[str]:
+    lines = [
+        "Items with the highest probability under Q(i | h_t) = "
+        f"softmax({case['alpha']:g} * h_t . e_i) (target excluded) for the first "
+        "validation users.",
+        "",
+    ]
+    for point in case["points"]:
+        lines += [f"**Epoch {point['epoch']}**", ""]
+        lines += [
+            _row("user", "target (score, rank)", "top negatives: item (score, Q)")
+        ]
+        lines.append("|---|---|---|")
+        for user in point["users"]:
+            negs = ", ".join(
+                f"{n['item']} ({n['score']:.2f}, {n['probability']:.3f})"
+                for n in user["negatives"]
+            )
+            target = (
+                f"{user['target']} ({user['target_score']:.2f}, {user['target_rank']})"
+            )
+            lines.append(_row(user["user"], target, negs))
+        lines.append("")
+    return lines
+
+
+SECTIONS = (
+    ("Main table", _main_section),
+    ("Efficiency", _efficiency_section),
+    (
+        "Performance vs alpha",
+        _sweep_section("alpha", "Performance vs alpha", "alpha", False),
+    ),
+    (
+        "Performance vs beta",
+        _sweep_section("beta", "Performance vs beta", "beta", True),
+    ),
+    ("Number of negatives k", _k_section),
+    ("BPR loss with 1..K negatives (HR@5)", _bpr_section),
+    ("Validation NDCG@10 vs training time", _time_section),
+    ("Self-adjusted curriculum vs initial alpha", _self_adjust_section),
+)
+
+
+def render(
+    output: str,
+    runs: dict[str, dict],
+    results: dict[str, dict],
+    case: dict | None,
+    dataset: str | None,
+    commands: list[str],
+) -> str:
+    """Write report.md and the plots into `output`; returns the Markdown.
+
+    Sections whose runs have not all finished say so (and claims resting on
+    them are "not run"), so a report renders at any point of the grid.
+    """
+    os.makedirs(output, exist_ok=True)
+    table = collect(runs, results)
+    paper = PAPER.get(dataset or "", {})
+    seeds = sorted({use[2] for e in runs.values() for use in e["uses"]})
+    epochs = max((r["config"]["epochs"] for r in results.values()), default=0)
+    lines = [f"# GenNi reproduction report{f' ({dataset})' if dataset else ''}", ""]
+    lines += ["Commands:", "", "```bash", *commands, "```", ""]
+    lines += [
+        f"{len(results)} of {len(runs)} runs finished, seeds {seeds}, at most "
+        f"{epochs} epochs each; test metrics (%, full ranking) at the best "
+        "validation NDCG@10, mean ± std over seeds.",
+        "",
+    ]
+    for title, section in SECTIONS:
+        lines += [f"## {title}", ""]
+        try:
+            lines += section(table, paper, output)
+        except NotRun as e:
+            lines.append(f"Not run yet ({e}).")
+        lines.append("")
     if case:
         lines += [
             "## Case study: GenNi's most likely negatives as training goes on",
             "",
-            "Items with the highest probability under Q(i | h_t) = "
-            f"softmax({case['alpha']:g} * h_t . e_i) (target excluded) for the "
-            "first validation users.",
-            "",
         ]
-        for point in case["points"]:
-            lines.append(f"**Epoch {point['epoch']}**")
-            lines.append("")
-            lines += [
-                "| user | target (score, rank) | top negatives: item (score, Q) |",
-                "|---|---|---|",
-            ]
-            for user in point["users"]:
-                negs = ", ".join(
-                    f"{n['item']} ({n['score']:.2f}, {n['probability']:.3f})"
-                    for n in user["negatives"]
-                )
-                lines.append(
-                    _row(
-                        user["user"],
-                        f"{user['target']} ({user['target_score']:.2f}, "
-                        f"{user['target_rank']})",
-                        negs,
-                    )
-                )
-            lines.append("")
-
+        lines += _case_lines(case)
+    verdicts = claims(table)
     lines += [
         "## The paper's claims",
         "",
         "| claim | reproduced | numbers |",
         "|---|---|---|",
     ]
-    verdicts = claims(table)
-    lines += [f"| {c} | {'yes' if ok else 'no'} | {why} |" for c, ok, why in verdicts]
+    marks = {True: "yes", False: "no", None: "not run"}
+    lines += [_row(c, marks[ok], why) for c, ok, why in verdicts]
     lines.append("")
     text = "\n".join(lines)
     with open(os.path.join(output, REPORT_FILE), "w") as f:
@@ -696,8 +772,8 @@ def render(
         "runs": {
             os.path.basename(d): {
                 "uses": e["uses"],
-                "test": results[d]["test"],
-                "best_epoch": results[d]["best_epoch"],
+                "test": results[d]["test"] if d in results else None,
+                "best_epoch": results[d]["best_epoch"] if d in results else None,
             }
             for d, e in runs.items()
         },
@@ -719,7 +795,9 @@ def report(
     dataset: str | None,
     verbose: int = 1,
     commands: list[str] | None = None,
+    report_only: bool = False,
 ) -> str:
+    """Plan the grid, train what is missing (unless `report_only`), render."""
     grid = QUICK if quick else FULL
     if seeds is not None:
         if seeds < 1:
@@ -730,17 +808,18 @@ def report(
     runs_dir = runs_dir or os.path.join(output, "runs")
     runs = plan(data, runs_dir, grid)
     start = time.perf_counter()
-    results = run_grid(runs, verbose=verbose)
+    results = run_grid(runs, verbose=verbose, train_missing=not report_only)
     main_genni = next(
         e["config"]
         for e in runs.values()
-        if ("main", "genni", grid.seeds[0]) in e["uses"]
+        if any(use[:3] == ("main", "genni", grid.seeds[0]) for use in e["uses"])
     )
-    case = (
-        case_study(dataclasses.replace(main_genni, output=""), grid, output)
-        if grid.case_epochs
-        else None
-    )
+    case = None
+    if grid.case_epochs and not report_only:
+        case = case_study(dataclasses.replace(main_genni, output=""), grid, output)
+    elif os.path.exists(os.path.join(output, CASE_STUDY_FILE)):
+        with open(os.path.join(output, CASE_STUDY_FILE)) as f:
+            case = json.load(f)
     text = render(output, runs, results, case, dataset, commands or [])
     if verbose:
         print(

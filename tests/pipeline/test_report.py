@@ -133,13 +133,46 @@ def test_grid_trains_only_what_is_missing(tmp_path, monkeypatch):
     assert calls == []
 
 
-def test_run_key_follows_the_configuration(tmp_path):
-    a = report.plan("D1", str(tmp_path), GRID)
-    b = report.plan("D2", str(tmp_path), GRID)
-    assert list(a) == list(b)  # Where the data lives is not part of the key.
+def _stats(path, users):
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "stats.json"), "w") as f:
+        json.dump({"users": users, "items": 50, "events": 900, "max_len": 50}, f)
+    return str(path)
+
+
+def test_runs_are_keyed_by_settings_and_dataset_not_paths(tmp_path):
+    same_a = _stats(tmp_path / "a", users=100)
+    same_b = _stats(tmp_path / "b", users=100)
+    other = _stats(tmp_path / "c", users=101)
+    runs = str(tmp_path / "runs")
+    a, b, c = (report.plan(d, runs, GRID) for d in (same_a, same_b, other))
+    assert list(a) == list(b)  # A copy of the dataset elsewhere: same runs.
+    assert not set(a) & set(c)  # Another dataset: other runs.
     names = [os.path.basename(d) for d in a]
     assert len(set(names)) == len(names)
     assert any(n.startswith("genni_a2.5_b1_k1_s0-") for n in names)
+    # A run made by `genni train` under any name is found by its settings.
+    planned = next(e["config"] for d, e in a.items() if "genni_a2.5_b1_k1_s0" in d)
+    mine = tmp_path / "runs" / "my_own_genni_run"
+    os.makedirs(mine)
+    with open(mine / train.CONFIG_FILE, "w") as f:
+        json.dump(dataclasses.replace(planned, output=str(mine)).to_dict(), f)
+    again = report.plan(same_b, runs, GRID)
+    assert str(mine) in again and len(again) == len(a)
+
+
+def test_report_renders_a_partial_grid(tmp_path):
+    runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
+    main = {d: e for d, e in runs.items() if any(u[0] == "main" for u in e["uses"])}
+    finish(main, value_of)
+    results = report.run_grid(runs, verbose=0, train_missing=False)
+    assert set(results) == set(main)
+    text = report.render(str(tmp_path / "r"), runs, results, None, "toys", [])
+    assert "SASRec_GenNi (paper) | 7.18 | 9.96 | 5.15 | 5.90 |" in text
+    assert "Not run yet (not run yet: 0, 5)" in text  # The alpha sweep.
+    verdicts = json.loads((tmp_path / "r" / report.RESULTS_FILE).read_text())["claims"]
+    assert verdicts[0]["reproduced"] is True
+    assert [v["reproduced"] for v in verdicts[1:]] == [None] * 4
 
 
 def test_case_study_on_tiny_data(tmp_path):
