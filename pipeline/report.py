@@ -406,7 +406,7 @@ def _rows(table: dict, experiment: str) -> dict[str, list[dict]]:
     rows = table.get(experiment, {})
     missing = [label for label, metrics in rows.items() if not metrics]
     if not rows or missing:
-        raise NotRun(f"not run yet: {', '.join(missing) or experiment}")
+        raise NotRun(f"missing: {', '.join(missing) or experiment}")
     return rows
 
 

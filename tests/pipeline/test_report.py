@@ -169,7 +169,7 @@ def test_report_renders_a_partial_grid(tmp_path):
     assert set(results) == set(main)
     text = report.render(str(tmp_path / "r"), runs, results, None, "toys", [])
     assert "SASRec_GenNi (paper) | 7.18 | 9.96 | 5.15 | 5.90 |" in text
-    assert "Not run yet (not run yet: 0, 5)" in text  # The alpha sweep.
+    assert "Not run yet (missing: 0, 5)." in text  # The alpha sweep.
     verdicts = json.loads((tmp_path / "r" / report.RESULTS_FILE).read_text())["claims"]
     assert verdicts[0]["reproduced"] is True
     assert [v["reproduced"] for v in verdicts[1:]] == [None] * 4
