@@ -60,12 +60,29 @@ class PreprocessConfig:
             )
 
 
+class _Settings:
+    """to_dict / from_dict of a settings dataclass; unknown names are an error."""
+
+    KIND = "settings"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"Unknown {cls.KIND}: {', '.join(unknown)}.")
+        return cls(**values)
+
+
 SAMPLERS = ("uniform", "popularity", "genni")
 LOSSES = ("bce", "bpr", "softmax")
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(_Settings):
     """Settings of one training run (defaults: the paper's SASRec_GenNi).
 
     Model: `hidden_size`, `num_layers`, `num_heads`, `dropout`,
@@ -78,6 +95,8 @@ class TrainConfig:
     `eval_every`, `batch_size`, `learning_rate`, `seed`. `init_from`: a
     `genni pretrain` directory whose encoder weights start the run.
     """
+
+    KIND = "training settings"
 
     data: str
     output: str
@@ -137,23 +156,12 @@ class TrainConfig:
                 f"`learning_rate` must be positive. Got {self.learning_rate}."
             )
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"Unknown training settings: {', '.join(unknown)}.")
-        return cls(**values)
-
 
 PRETRAIN_SAMPLERS = ("uniform", "genni")
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainConfig:
+class PretrainConfig(_Settings):
     """Settings of one S3-Rec pre-training run (defaults: the S3-Rec code's).
 
     Model settings must equal those of the `genni train` run that fine-tunes
@@ -161,6 +169,8 @@ class PretrainConfig:
     four objectives; `mask_probability` hides items for MIP and MAP;
     `sampler` (uniform or genni, with `alpha`) draws the MIP negatives.
     """
+
+    KIND = "pre-training settings"
 
     data: str
     output: str
@@ -214,14 +224,3 @@ class PretrainConfig:
             "map": self.map_weight,
             "sp": self.sp_weight,
         }
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict) -> PretrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"Unknown pre-training settings: {', '.join(unknown)}.")
-        return cls(**values)

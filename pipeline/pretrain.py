@@ -28,11 +28,11 @@ import tensorflow as tf
 from components.samplers import GenNiSampler, UniformSampler
 from models import s3rec
 from models.sasrec import SASRecEncoder
-from pipeline import data, schema
+from pipeline import data, rundir, schema
 from pipeline.configs import PretrainConfig, TrainConfig
 
-CONFIG_FILE = "config.json"
-STATE_FILE = "state.json"
+CONFIG_FILE = rundir.CONFIG_FILE
+STATE_FILE = rundir.STATE_FILE
 ENCODER_FILE = "encoder.npz"
 CHECKPOINT_DIR = "checkpoints"
 # Settings a fine-tuning run must share with the pre-training run.
@@ -178,50 +178,16 @@ def build_pretrainer(
     return model
 
 
-def _write_json(path: str, value: object) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def _read_json(path: str) -> dict:
-    with open(path) as f:
-        return json.load(f)
-
-
-def _prepare(config: PretrainConfig, resume: bool) -> dict:
-    os.makedirs(config.output, exist_ok=True)
-    config_path = os.path.join(config.output, CONFIG_FILE)
-    state_path = os.path.join(config.output, STATE_FILE)
-    if os.path.exists(config_path):
-        if not resume:
-            raise FileExistsError(
-                f"{config.output!r} already holds a pre-training run; pass --resume "
-                "to continue it or choose another --output."
-            )
-        saved = _read_json(config_path)
-        saved.pop("output", None)
-        current = config.to_dict()
-        current.pop("output")
-        changed = sorted(k for k in current if saved.get(k) != current[k])
-        if changed:
-            raise ValueError(
-                f"--resume with different settings ({', '.join(changed)}) than the "
-                f"run in {config.output!r}."
-            )
-        if os.path.exists(state_path):
-            return _read_json(state_path)
-    _write_json(config_path, config.to_dict())
-    return {"epoch": 0, "history": [], "checkpoint": None}
-
-
 def pretrain(config: PretrainConfig, resume: bool = False, verbose: int = 1) -> dict:
     """Pre-train for `config.epochs`; returns the final state (losses, times)."""
     info = schema.DatasetInfo.load(config.data)
     attributes, vocabulary = load_attributes(config.data, info.num_items)
-    state = _prepare(config, resume)
+    state = rundir.prepare(
+        config.output,
+        config.to_dict(),
+        resume,
+        {"epoch": 0, "history": [], "checkpoint": None},
+    )
     tf.keras.utils.set_random_seed(config.seed)
     model = build_pretrainer(config, info, attributes)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
@@ -266,7 +232,7 @@ def pretrain(config: PretrainConfig, resume: bool = False, verbose: int = 1) -> 
         state["seconds_per_epoch"] = statistics.median(
             r["seconds"] for r in state["history"]
         )
-        _write_json(os.path.join(config.output, STATE_FILE), state)
+        rundir.write_json(os.path.join(config.output, STATE_FILE), state)
     return state
 
 
@@ -276,7 +242,7 @@ def read_config(pretrain_dir: str) -> PretrainConfig:
         raise FileNotFoundError(
             f"{path} not found: is {pretrain_dir!r} the output of `genni pretrain`?"
         )
-    return PretrainConfig.from_dict(_read_json(path))
+    return PretrainConfig.from_dict(rundir.read_json(path))
 
 
 def initialize(encoder: SASRecEncoder, config: TrainConfig) -> list[str]:

@@ -18,7 +18,6 @@ all randomness (dropout, sampler) comes from generators saved in checkpoints.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import statistics
@@ -32,23 +31,20 @@ from components.samplers import GenNiSampler, PopularitySampler, UniformSampler
 from components.schedules import beta_for_epoch
 from models.retrieval import SequentialRetrievalModel
 from models.sasrec import SASRecEncoder
-from pipeline import data, schema
+from pipeline import data, rundir, schema
 from pipeline.configs import TrainConfig
 
 _LOG = logging.getLogger(__name__)
 
-CONFIG_FILE = "config.json"
-STATE_FILE = "state.json"
+CONFIG_FILE = rundir.CONFIG_FILE
+STATE_FILE = rundir.STATE_FILE
+RunExistsError = rundir.RunExistsError
 METRICS_FILE = "metrics.json"
 CHECKPOINT_DIR = "checkpoints"
 BEST_DIR = "best"
 TENSORBOARD_DIR = "tensorboard"
 EVAL_BATCH_SIZE = 512
 OBJECTIVE = "NDCG@10"
-
-
-class RunExistsError(FileExistsError):
-    """The run directory already holds a run and --resume was not given."""
 
 
 def build_model(
@@ -127,19 +123,6 @@ class Evaluator:
         return accumulator.result()
 
 
-def _write_json(path: str, value: object) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def _read_json(path: str) -> dict:
-    with open(path) as f:
-        return json.load(f)
-
-
 def _initial_state() -> dict:
     return {
         "epoch": 0,
@@ -152,36 +135,10 @@ def _initial_state() -> dict:
     }
 
 
-def _prepare_run_dir(config: TrainConfig, resume: bool) -> dict:
-    os.makedirs(config.output, exist_ok=True)
-    config_path = os.path.join(config.output, CONFIG_FILE)
-    state_path = os.path.join(config.output, STATE_FILE)
-    if os.path.exists(config_path):
-        if not resume:
-            raise RunExistsError(
-                f"{config.output!r} already holds a run; pass --resume to continue it "
-                "or choose another --output."
-            )
-        saved = _read_json(config_path)
-        saved.pop("output", None)
-        current = config.to_dict()
-        current.pop("output")
-        changed = sorted(k for k in current if saved.get(k) != current[k])
-        if changed:
-            raise ValueError(
-                f"--resume with different settings ({', '.join(changed)}) than the "
-                f"run in {config.output!r}."
-            )
-        if os.path.exists(state_path):
-            return _read_json(state_path)
-    _write_json(config_path, config.to_dict())
-    return _initial_state()
-
-
 def train(config: TrainConfig, resume: bool = False, verbose: int = 1) -> dict:
     """Train, early-stop on valid NDCG@10, test the best epoch; returns metrics."""
     info = schema.DatasetInfo.load(config.data)
-    state = _prepare_run_dir(config, resume)
+    state = rundir.prepare(config.output, config.to_dict(), resume, _initial_state())
     tf.keras.utils.set_random_seed(config.seed)
     counts = (
         data.item_counts(config.data, info.max_len, info.num_items)
@@ -263,7 +220,7 @@ def train(config: TrainConfig, resume: bool = False, verbose: int = 1) -> dict:
         state["history"].append(record)
         state["epoch"] = epoch + 1
         state["checkpoint"] = manager.save(checkpoint_number=epoch + 1)
-        _write_json(os.path.join(config.output, STATE_FILE), state)
+        rundir.write_json(os.path.join(config.output, STATE_FILE), state)
 
     best.read(best_path).assert_existing_objects_matched()
     test = Evaluator(config.data, schema.TEST, info.max_len)
@@ -300,7 +257,7 @@ def _finish(config: TrainConfig, state: dict, valid: dict, test: dict) -> dict:
         ],
         "history": history,
     }
-    _write_json(os.path.join(config.output, METRICS_FILE), result)
+    rundir.write_json(os.path.join(config.output, METRICS_FILE), result)
     return result
 
 
@@ -309,7 +266,7 @@ def read_config(run_dir: str, data_dir: str | None = None) -> TrainConfig:
     config_path = os.path.join(run_dir, CONFIG_FILE)
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"{config_path} not found: is {run_dir!r} a run?")
-    values = _read_json(config_path)
+    values = rundir.read_json(config_path)
     if data_dir is not None:
         values["data"] = data_dir
     return TrainConfig.from_dict(values)
