@@ -137,17 +137,9 @@ def epoch_features(
 def build_pretrainer(
     config: PretrainConfig, info: schema.DatasetInfo, attributes: np.ndarray
 ) -> s3rec.S3RecPretrainer:
-    encoder = SASRecEncoder(
-        num_items=info.num_items,
-        max_len=info.max_len,
-        hidden_size=config.hidden_size,
-        num_layers=config.num_layers,
-        num_heads=config.num_heads,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        seed=config.seed,
-        name="sasrec",
-    )
+    from pipeline.train import build_encoder
+
+    encoder = build_encoder(config, info)
     sampler_seed = config.seed * 7919 + 2
     if config.sampler == "genni":
         sampler = GenNiSampler(

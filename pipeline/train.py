@@ -32,7 +32,7 @@ from components.schedules import beta_for_epoch
 from models.retrieval import SequentialRetrievalModel
 from models.sasrec import SASRecEncoder
 from pipeline import data, rundir, schema
-from pipeline.configs import TrainConfig
+from pipeline.configs import PretrainConfig, TrainConfig
 
 _LOG = logging.getLogger(__name__)
 
@@ -47,11 +47,11 @@ EVAL_BATCH_SIZE = 512
 OBJECTIVE = "NDCG@10"
 
 
-def build_model(
-    config: TrainConfig, info: schema.DatasetInfo, item_counts: np.ndarray | None
-) -> SequentialRetrievalModel:
-    """The one model builder, for training, evaluation and tuning."""
-    encoder = SASRecEncoder(
+def build_encoder(
+    config: TrainConfig | PretrainConfig, info: schema.DatasetInfo
+) -> SASRecEncoder:
+    """The SASRec encoder of a run (named "sasrec" in every model)."""
+    return SASRecEncoder(
         num_items=info.num_items,
         max_len=info.max_len,
         hidden_size=config.hidden_size,
@@ -62,6 +62,13 @@ def build_model(
         seed=config.seed,
         name="sasrec",
     )
+
+
+def build_model(
+    config: TrainConfig, info: schema.DatasetInfo, item_counts: np.ndarray | None
+) -> SequentialRetrievalModel:
+    """The one model builder, for training, evaluation and tuning."""
+    encoder = build_encoder(config, info)
     sampler_seed = config.seed * 7919 + 1
     k = config.num_negatives
     sampler: GenNiSampler | PopularitySampler | UniformSampler | None
