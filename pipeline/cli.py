@@ -287,8 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pre-train the SASRec encoder with S3-Rec's four "
         "self-supervised objectives (associated attribute, masked item, masked "
         "attribute and segment prediction) over the item attributes written by "
-        "`genni preprocess --item-attributes/--item-metadata`; fine-tune with "
-        "`genni train --init-from PRETRAIN_DIR` and any sampler.",
+        "`genni preprocess --item-attributes` (S3-Rec, Amazon or Yelp metadata); "
+        "fine-tune with `genni train --init-from PRETRAIN_DIR` and any sampler.",
     )
     train_args.add_pretrain_arguments(p)
     p.set_defaults(handler=_pretrain)

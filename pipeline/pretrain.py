@@ -42,14 +42,14 @@ MODEL_FIELDS = ("hidden_size", "num_layers", "num_heads")
 def load_attributes(data_dir: str, num_items: int) -> tuple[np.ndarray, list[str]]:
     """[num_items + 1, L] attribute ids (1-based, 0-padded) and the vocabulary.
 
-    Reads `item_attributes.json` of `genni preprocess --item-attributes` (or
-    `--item-metadata`); attribute values are strings or numbers.
+    Reads `item_attributes.json` of `genni preprocess --item-attributes` (from
+    S3-Rec, Amazon or Yelp metadata); attribute values are strings or numbers.
     """
     path = os.path.join(data_dir, schema.ITEM_ATTRIBUTES_FILE)
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"{path} not found: pre-training needs item attributes; run `genni "
-            "preprocess` with --item-attributes or --item-metadata."
+            "preprocess` with --item-attributes."
         )
     with open(path) as f:
         by_item = json.load(f)
