@@ -153,9 +153,20 @@ class S3RecPretrainer(tf.keras.Model):
     def objectives(self, features: dict, training: bool = False) -> dict:
         """Each objective's sum over the batch (not yet weighted)."""
         sequence = tf.cast(features[SEQUENCE], tf.int64)
-        masked = tf.cast(features[MASKED], tf.bool)
-        segment = tf.cast(features[SEGMENT], tf.bool)
-        negative_segment = tf.cast(features[NEGATIVE_SEGMENT], tf.int64)
+        # Only the columns holding a real item in some row matter: the encoder
+        # counts positions from the right, so leading padding is cut away.
+        width = tf.reduce_max(
+            tf.reduce_sum(tf.cast(sequence > schema.PADDING_ID, tf.int32), axis=1)
+        )
+        width = tf.maximum(width, 1)
+
+        def cut(x: tf.Tensor) -> tf.Tensor:
+            return x[:, tf.shape(x)[1] - width :]
+
+        sequence = cut(sequence)
+        masked = cut(tf.cast(features[MASKED], tf.bool))
+        segment = cut(tf.cast(features[SEGMENT], tf.bool))
+        negative_segment = cut(tf.cast(features[NEGATIVE_SEGMENT], tf.int64))
         real = sequence > schema.PADDING_ID
         masked = tf.logical_and(masked, real)  # Padding is never a masked item.
         outputs = self.encoder(

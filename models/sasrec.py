@@ -239,6 +239,9 @@ class SASRecEncoder(tf.keras.layers.Layer):
     ) -> tf.Tensor:
         """input_ids: [B, T] int, T <= max_len, left-padded -> [B, T, d].
 
+        Inputs narrower than max_len are the last T columns of a max_len-wide
+        left-padded input and give the same outputs there.
+
         Args:
             input_ids: item ids; any id > 0 counts as a real position.
             training: apply dropout.
@@ -249,7 +252,9 @@ class SASRecEncoder(tf.keras.layers.Layer):
         """
         input_ids = tf.cast(input_ids, tf.int64)
         length = tf.shape(input_ids)[1]
-        positions = tf.range(length)
+        # Positions count from the right: the last item is always at max_len - 1,
+        # so cutting away leading padding columns changes no output.
+        positions = tf.range(self.max_len - length, self.max_len)
         if item_vectors is None:
             item_vectors = self.item_embedding(input_ids)
         x = item_vectors + self.position_embedding(positions)[None]

@@ -90,22 +90,47 @@ def prefixes(sequences: list[np.ndarray], max_len: int) -> np.ndarray:
     return out
 
 
+def shuffled_order(
+    lengths: np.ndarray, batch_size: int, rng: np.random.Generator
+) -> np.ndarray:
+    """A random order whose consecutive batches hold sequences of like length.
+
+    Rows are shuffled, sorted by length within pools of 50 batches, cut into
+    batches, and the batches shuffled: every batch is still a random draw,
+    but short prefixes (most of them) travel together, and the model cuts
+    each batch to its longest sequence instead of max_len.
+    """
+    order = rng.permutation(len(lengths))
+    pool = 50 * batch_size
+    for start in range(0, len(order), pool):
+        chunk = order[start : start + pool]
+        order[start : start + pool] = chunk[np.argsort(lengths[chunk], kind="stable")]
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    return np.concatenate([batches[i] for i in rng.permutation(len(batches))])
+
+
 def epoch_features(
     rows: np.ndarray,
     long_sequence: np.ndarray,
     mask_probability: float,
     seed: int,
     epoch: int,
+    batch_size: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Shuffled examples with their masks and segments for one epoch.
 
     Masked items: each real position with probability `mask_probability`, and
     always the last one. Segment: for sequences of length L >= 2 a random span
     of 1..L//2 items; the negative segment is a span of the same length from
-    the concatenation of all training sequences.
+    the concatenation of all training sequences. With `batch_size`, batches
+    group sequences of like length (`shuffled_order`).
     """
     rng = np.random.default_rng([seed, epoch])
-    rows = rows[rng.permutation(len(rows))]
+    if batch_size is None:
+        rows = rows[rng.permutation(len(rows))]
+    else:
+        lengths = (rows > schema.PADDING_ID).sum(axis=1)
+        rows = rows[shuffled_order(lengths, batch_size, rng)]
     count, width = rows.shape
     real = rows > schema.PADDING_ID
     masked = (rng.random(rows.shape) < mask_probability) & real
@@ -204,7 +229,12 @@ def pretrain(config: PretrainConfig, resume: bool = False, verbose: int = 1) -> 
         if verbose:
             print(f"Epoch {epoch + 1}/{config.epochs}")
         features = epoch_features(
-            rows, long_sequence, config.mask_probability, config.seed, epoch
+            rows,
+            long_sequence,
+            config.mask_probability,
+            config.seed,
+            epoch,
+            config.batch_size,
         )
         dataset = (
             tf.data.Dataset.from_tensor_slices(features)

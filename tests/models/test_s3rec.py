@@ -180,3 +180,28 @@ def test_encoder_weights_round_trip_and_refuse_mismatches(tmp_path):
     np.savez(str(tmp_path / "extra.npz"), **values)
     with pytest.raises(ValueError, match=r"not in the model: \['extra/kernel'\]"):
         s3rec.load_encoder_weights(fresh, str(tmp_path / "extra.npz"))
+
+
+def test_leading_padding_changes_no_objective():
+    model = _model(max_len=8)
+    narrow = _features(
+        [[0, 1, 2, 3], [5, 6, 1, 2]],
+        [[False, True, False, True], [False, False, True, True]],
+        [[False, False, True, False], [False, True, True, False]],
+        [[0, 0, 4, 0], [0, 3, 5, 0]],
+    )
+    wide = {
+        k: tf.concat([tf.zeros([2, 4], v.dtype), v], axis=1) for k, v in narrow.items()
+    }
+    a, b = model.objectives(narrow), model.objectives(wide)
+    for name in ("aap", "map", "sp"):  # MIP draws fresh negatives per call.
+        assert float(a[name]) == pytest.approx(float(b[name]), rel=1e-5), name
+
+
+def test_batches_group_sequences_of_like_length():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 51, size=5000)
+    order = pretrain.shuffled_order(lengths, 100, np.random.default_rng(1))
+    assert sorted(order.tolist()) == list(range(5000))  # A permutation.
+    spread = [np.ptp(lengths[order[i : i + 100]]) for i in range(0, 5000, 100)]
+    assert max(spread) <= 5  # Random batches of 100 would span about 48.

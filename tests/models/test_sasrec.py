@@ -85,3 +85,14 @@ def test_serialization_and_model_saving(tmp_path):
 def test_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _encoder(**kwargs)
+
+
+def test_leading_padding_columns_can_be_cut_away():
+    encoder = _encoder(dropout=0.0, attention_dropout=0.0)
+    full = encoder(tf.constant([[0, 0, 0, 5, 6, 7], [0, 0, 1, 2, 3, 4]])).numpy()
+    narrow = encoder(tf.constant([[0, 5, 6, 7], [1, 2, 3, 4]])).numpy()
+    np.testing.assert_allclose(full[:, 2:], narrow, atol=1e-6)
+    # Bidirectional attention (pre-training) keeps the same property.
+    full = encoder(tf.constant([[0, 0, 0, 5, 6, 7]]), causal=False).numpy()
+    narrow = encoder(tf.constant([[5, 6, 7]]), causal=False).numpy()
+    np.testing.assert_allclose(full[:, 3:], narrow, atol=1e-6)
