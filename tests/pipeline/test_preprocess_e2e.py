@@ -246,7 +246,7 @@ def test_failure_midway_leaves_the_old_output(tmp_path, write_log, capsys):
     bad.write_text("[1, 2]")  # Fails inside the pipeline, after the TFRecords.
     code = cli.main([*base, "--overwrite", "--item-attributes", str(bad)])
     assert code == cli.EXIT_USAGE
-    assert "must map item ids to lists" in capsys.readouterr().err
+    assert "neither an S3-Rec item2attributes.json" in capsys.readouterr().err
     assert sorted(os.listdir(out)) == before
     assert [p for p in os.listdir(tmp_path) if "staging" in p] == []
 
