@@ -51,6 +51,18 @@ def format_stats(stats: dict) -> str:
             "/".join(f"{stats['examples'][s]:,}" for s in schema.SPLITS),
         ),
     ]
+    attributes = stats.get("item_attributes")
+    if attributes:
+        rows.append(
+            (
+                "item attributes",
+                f"{attributes['attributes']:,} attributes, "
+                f"{attributes['items_with_attributes']:,} items with some, "
+                f"{attributes['items_without_attributes']:,} without, "
+                f"{attributes.get('malformed_metadata_lines', 0):,} unreadable "
+                "metadata lines",
+            )
+        )
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)
 

@@ -315,6 +315,7 @@ def test_item_attributes_from_amazon_and_yelp_metadata(tmp_path, write_log):
     stats = outputs.read_json(os.path.join(out, schema.STATS_FILE))
     assert stats["item_attributes"]["malformed_metadata_lines"] == 2
     assert stats["item_attributes"]["items_without_attributes"] == 1
+    assert "2 unreadable metadata lines" in cli.format_stats(stats)
 
     yelp = tmp_path / "business.json"
     yelp.write_text(
