@@ -474,7 +474,10 @@ def claims(table: dict) -> list[tuple[str, bool | None, str]]:
 
 
 def _mean(table: dict, experiment: str, label: str, name: str = "NDCG@10") -> float:
-    return _mean_std(_test(_rows(table, experiment)[label], name))[0]
+    metrics = table.get(experiment, {}).get(label)
+    if not metrics:
+        raise NotRun(f"missing: {label}")
+    return _mean_std(_test(metrics, name))[0]
 
 
 def _wide_margin(table: dict) -> tuple[bool, str]:
