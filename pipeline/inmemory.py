@@ -138,12 +138,11 @@ def run(config: PreprocessConfig) -> dict:
         )
         attribute_stats = None
         if config.item_attributes:
-            raw, malformed = read_item_attributes(config.item_attributes)
-            rekeyed = sequences.rekey_attributes(raw, items)
-            outputs.write_json(
-                os.path.join(staging, schema.ITEM_ATTRIBUTES_FILE), rekeyed
+            attribute_stats = write_item_attributes(
+                config.item_attributes,
+                items,
+                os.path.join(staging, schema.ITEM_ATTRIBUTES_FILE),
             )
-            attribute_stats = sequences.attribute_stats(rekeyed, len(items), malformed)
         stats = sequences.assemble_stats(
             config=run_settings(config, fmt),
             counters=counters,
@@ -203,8 +202,8 @@ def run_settings(config: PreprocessConfig, fmt: str) -> dict:
     }
 
 
-def load_item_attributes(path: str) -> dict[str, list]:
-    """{raw item id: [attribute, ...]} from either layout.
+def read_item_attributes(path: str) -> tuple[dict[str, list], int]:
+    """({raw item id: [attribute, ...]}, unreadable lines) from either layout.
 
     - S3-Rec `item2attributes.json`: one JSON object {item id: [attribute ids]}.
     - Item metadata, one record per line (plain or gzip): Amazon 2014 (Python
@@ -215,12 +214,6 @@ def load_item_attributes(path: str) -> dict[str, list]:
       that cannot be read are counted (`malformed_metadata_lines` in the
       dataset statistics) and skipped.
     """
-    attributes, _ = read_item_attributes(path)
-    return attributes
-
-
-def read_item_attributes(path: str) -> tuple[dict[str, list], int]:
-    """`load_item_attributes` and the number of unreadable metadata lines."""
     try:
         with FileSystems.open(path) as f:
             text = f.read().decode("utf-8")
@@ -254,6 +247,14 @@ def read_item_attributes(path: str) -> tuple[dict[str, list], int]:
             f"nor item metadata lines ({malformed} unreadable lines)."
         )
     return attributes, malformed
+
+
+def write_item_attributes(source: str, items: list[str], path: str) -> dict:
+    """Write `source`'s attributes re-keyed to item ids; returns their stats."""
+    raw, malformed = read_item_attributes(source)
+    rekeyed = sequences.rekey_attributes(raw, items)
+    outputs.write_json(path, rekeyed)
+    return sequences.attribute_stats(rekeyed, len(items), malformed)
 
 
 def metadata_attributes(line: str) -> tuple[str, list[str]] | None:

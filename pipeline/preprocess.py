@@ -452,13 +452,7 @@ def _write_sequences(batches: list[UserBatch], path: str) -> None:
 
 
 def _write_attributes(items: list[str], source: str, path: str) -> tuple[str, dict]:
-    raw, malformed = inmemory.read_item_attributes(source)
-    rekeyed = sequences.rekey_attributes(raw, items)
-    outputs.write_json(path, rekeyed)
-    return (
-        "item_attributes",
-        sequences.attribute_stats(rekeyed, len(items), malformed),
-    )
+    return ("item_attributes", inmemory.write_item_attributes(source, items, path))
 
 
 def _stats_json(

@@ -324,11 +324,11 @@ def test_item_attributes_from_amazon_and_yelp_metadata(tmp_path, write_log):
         + json.dumps({"business_id": "b2", "categories": None})
         + "\n"
     )
-    assert inmemory.load_item_attributes(str(yelp)) == {
-        "b1": ["category:Pizza", "category:Restaurants"],
-        "b2": [],
-    }
+    assert inmemory.read_item_attributes(str(yelp)) == (
+        {"b1": ["category:Pizza", "category:Restaurants"], "b2": []},
+        0,
+    )
     empty = tmp_path / "empty.json"
     empty.write_text("[1, 2]\n")
     with pytest.raises(ValueError, match="neither an S3-Rec"):
-        inmemory.load_item_attributes(str(empty))
+        inmemory.read_item_attributes(str(empty))
