@@ -10,6 +10,22 @@ import tensorflow as tf
 LOSSES = ("bce", "bpr", "softmax")
 
 
+def sampled_logits(
+    queries: tf.Tensor, table: tf.Tensor, positives: tf.Tensor, negatives: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Scores h . e of the positives [N] and the sampled negatives [N, k].
+
+    Args:
+        queries: [N, d].
+        table: [num_items + 1, d] item embeddings.
+        positives: [N] item ids.
+        negatives: [N, k] item ids.
+    """
+    positive_logits = tf.reduce_sum(queries * tf.gather(table, positives), -1)
+    negative_logits = tf.einsum("nd,nkd->nk", queries, tf.gather(table, negatives))
+    return positive_logits, negative_logits
+
+
 def bce_loss(positive_logits: tf.Tensor, negative_logits: tf.Tensor) -> tf.Tensor:
     """NCE / binary cross-entropy with k negatives (the paper's loss).
 

@@ -104,8 +104,9 @@ class SequentialRetrievalModel(tfrs.Model):
             rows = tf.where(at_target)[:, 0]
             exclude = tf.gather(features[schema.USER_ITEMS], rows)
         negatives = self.sampler(queries, positives, table, exclude=exclude)  # (N, k)
-        positive_logits = tf.reduce_sum(queries * tf.gather(table, positives), -1)
-        negative_logits = tf.einsum("nd,nkd->nk", queries, tf.gather(table, negatives))
+        positive_logits, negative_logits = losses.sampled_logits(
+            queries, table, positives, negatives
+        )
         if self.loss_name == "bce":
             loss = losses.bce_loss(positive_logits, negative_logits)
         else:

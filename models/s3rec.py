@@ -28,6 +28,7 @@ import io
 import numpy as np
 import tensorflow as tf
 
+from components import losses
 from components.samplers import GenNiSampler, NegativeSampler
 from models.sasrec import INITIALIZER_STDDEV, SASRecEncoder
 from pipeline import schema
@@ -153,12 +154,10 @@ class S3RecPretrainer(tf.keras.Model):
     def objectives(self, features: dict, training: bool = False) -> dict:
         """Each objective's sum over the batch (not yet weighted)."""
         sequence = tf.cast(features[SEQUENCE], tf.int64)
+        lengths = tf.reduce_sum(tf.cast(sequence > schema.PADDING_ID, tf.int32), 1)
         # Only the columns holding a real item in some row matter: the encoder
         # counts positions from the right, so leading padding is cut away.
-        width = tf.reduce_max(
-            tf.reduce_sum(tf.cast(sequence > schema.PADDING_ID, tf.int32), axis=1)
-        )
-        width = tf.maximum(width, 1)
+        width = tf.maximum(tf.reduce_max(lengths), 1)
 
         def cut(x: tf.Tensor) -> tf.Tensor:
             return x[:, tf.shape(x)[1] - width :]
@@ -200,12 +199,12 @@ class S3RecPretrainer(tf.keras.Model):
             rows = tf.where(masked)[:, 0]
             exclude = tf.gather(tf.ragged.boolean_mask(sequence, real), rows)
         negatives = self.sampler(queries, positives, table, exclude=exclude)  # (N, k)
-        positive_logits = tf.reduce_sum(queries * tf.gather(table, positives), -1)
-        negative_logits = tf.einsum("nd,nkd->nk", queries, tf.gather(table, negatives))
+        positive_logits, negative_logits = losses.sampled_logits(
+            queries, table, positives, negatives
+        )
         result["mip"] = pairwise_loss(positive_logits, negative_logits)
 
         # SP: three encodings in one call, read at the last position.
-        lengths = tf.reduce_sum(tf.cast(real, tf.int32), axis=1)
         rows = lengths >= 2  # Shorter sequences have no segment to predict.
         inside = tf.logical_and(segment, real)
         batch = tf.shape(sequence)[0]

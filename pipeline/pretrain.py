@@ -126,16 +126,16 @@ def epoch_features(
     group sequences of like length (`shuffled_order`).
     """
     rng = np.random.default_rng([seed, epoch])
+    lengths = (rows > schema.PADDING_ID).sum(axis=1)
     if batch_size is None:
-        rows = rows[rng.permutation(len(rows))]
+        order = rng.permutation(len(rows))
     else:
-        lengths = (rows > schema.PADDING_ID).sum(axis=1)
-        rows = rows[shuffled_order(lengths, batch_size, rng)]
+        order = shuffled_order(lengths, batch_size, rng)
+    rows, lengths = rows[order], lengths[order]
     count, width = rows.shape
     real = rows > schema.PADDING_ID
     masked = (rng.random(rows.shape) < mask_probability) & real
     masked[:, -1] = real[:, -1]
-    lengths = real.sum(axis=1)
     span = np.maximum(lengths // 2, 1)
     span_length = 1 + np.floor(rng.random(count) * span).astype(np.int64)
     start = np.floor(rng.random(count) * (lengths - span_length + 1)).astype(np.int64)
