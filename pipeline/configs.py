@@ -76,6 +76,27 @@ class _Settings:
             raise ValueError(f"Unknown {cls.KIND}: {', '.join(unknown)}.")
         return cls(**values)
 
+    def _check_choice(self, name: str, choices: tuple) -> None:
+        value = getattr(self, name)
+        if value not in choices:
+            raise ValueError(f"`{name}` must be one of {choices}. Got {value!r}.")
+
+    def _check(self, names: tuple[str, ...], test, requirement: str) -> None:
+        """Each named setting that is set (not None) must pass `test`."""
+        for name in names:
+            value = getattr(self, name)
+            if value is not None and not test(value):
+                raise ValueError(f"`{name}` must be {requirement}. Got {value}.")
+
+    def _at_least_one(self, *names: str) -> None:
+        self._check(names, lambda v: v >= 1, "at least 1")
+
+    def _non_negative(self, *names: str) -> None:
+        self._check(names, lambda v: v >= 0, "non-negative")
+
+    def _positive(self, *names: str) -> None:
+        self._check(names, lambda v: v > 0, "positive")
+
 
 SAMPLERS = ("uniform", "popularity", "genni")
 LOSSES = ("bce", "bpr", "softmax")
@@ -124,25 +145,15 @@ class TrainConfig(_Settings):
     init_from: str | None = None
 
     def __post_init__(self) -> None:
-        if self.sampler not in SAMPLERS:
-            raise ValueError(
-                f"`sampler` must be one of {SAMPLERS}. Got {self.sampler!r}."
-            )
-        if self.loss not in LOSSES:
-            raise ValueError(f"`loss` must be one of {LOSSES}. Got {self.loss!r}.")
-        for name in ("num_negatives", "epochs", "patience", "eval_every", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"`{name}` must be at least 1. Got {getattr(self, name)}."
-                )
-        if self.alpha < 0:
-            raise ValueError(f"`alpha` must be non-negative. Got {self.alpha}.")
+        self._check_choice("sampler", SAMPLERS)
+        self._check_choice("loss", LOSSES)
+        self._at_least_one(
+            "num_negatives", "epochs", "patience", "eval_every", "batch_size"
+        )
+        self._non_negative("alpha")
         if not 0.0 < self.beta <= 1.0:
             raise ValueError(f"`beta` must be in (0, 1]. Got {self.beta}.")
-        if self.beta_growth is not None and self.beta_growth <= 0:
-            raise ValueError(f"`beta_growth` must be positive. Got {self.beta_growth}.")
-        if self.alpha_step is not None and self.alpha_step <= 0:
-            raise ValueError(f"`alpha_step` must be positive. Got {self.alpha_step}.")
+        self._positive("beta_growth", "alpha_step", "learning_rate")
         if self.sampler != "genni" and (self.alpha_step or self.beta_growth):
             raise ValueError(
                 "--self-adjust-alpha and --beta-schedule need --sampler genni."
@@ -150,10 +161,6 @@ class TrainConfig(_Settings):
         if self.sampler == "genni" and self.exclude_seen:
             raise ValueError(
                 "--exclude-seen applies to the uniform and popularity samplers."
-            )
-        if self.learning_rate <= 0:
-            raise ValueError(
-                f"`learning_rate` must be positive. Got {self.learning_rate}."
             )
 
 
@@ -193,28 +200,16 @@ class PretrainConfig(_Settings):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.sampler not in PRETRAIN_SAMPLERS:
-            raise ValueError(
-                f"`sampler` must be one of {PRETRAIN_SAMPLERS}. Got {self.sampler!r}."
-            )
-        for name in ("epochs", "batch_size", "num_negatives"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"`{name}` must be at least 1. Got {getattr(self, name)}."
-                )
+        self._check_choice("sampler", PRETRAIN_SAMPLERS)
+        self._at_least_one("epochs", "batch_size", "num_negatives")
         if not 0.0 < self.mask_probability < 1.0:
             raise ValueError(
                 f"`mask_probability` must be in (0, 1). Got {self.mask_probability}."
             )
-        for name in ("aap_weight", "mip_weight", "map_weight", "sp_weight", "alpha"):
-            if getattr(self, name) < 0:
-                raise ValueError(
-                    f"`{name}` must be non-negative. Got {getattr(self, name)}."
-                )
-        if self.learning_rate <= 0:
-            raise ValueError(
-                f"`learning_rate` must be positive. Got {self.learning_rate}."
-            )
+        self._non_negative(
+            "aap_weight", "mip_weight", "map_weight", "sp_weight", "alpha"
+        )
+        self._positive("learning_rate")
 
     @property
     def weights(self) -> dict[str, float]:

@@ -23,7 +23,7 @@ import os
 import statistics
 import time
 
-from pipeline import schema
+from pipeline import rundir, schema
 from pipeline.configs import TrainConfig
 
 REPORT_FILE = "report.md"
@@ -158,8 +158,7 @@ def data_fingerprint(data: str) -> str:
     path = os.path.join(data, schema.STATS_FILE)
     if not os.path.exists(path):
         return os.path.abspath(data)
-    with open(path) as f:
-        stats = json.load(f)
+    stats = rundir.read_json(path)
     keys = ("users", "items", "events", "max_len", "min_count", "min_rating")
     return json.dumps({k: stats.get(k) for k in keys}, sort_keys=True)
 
@@ -184,12 +183,11 @@ def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
     if not os.path.isdir(runs_dir):
         return found
     for name in sorted(os.listdir(runs_dir)):
-        path = os.path.join(runs_dir, name, "config.json")
+        path = os.path.join(runs_dir, name, rundir.CONFIG_FILE)
         if not os.path.exists(path):
             continue
         try:
-            with open(path) as f:
-                config = TrainConfig.from_dict(json.load(f))
+            config = TrainConfig.from_dict(rundir.read_json(path))
         except (ValueError, TypeError, json.JSONDecodeError):
             continue  # Not a run of this version; leave it alone.
         key = run_key(config, data_fingerprint(config.data))
@@ -248,41 +246,33 @@ def plan(data: str, runs_dir: str, grid: Grid) -> dict[str, dict]:
 def run_grid(
     runs: dict[str, dict], verbose: int = 1, train_missing: bool = True
 ) -> dict[str, dict]:
-    """metrics.json of every run, training those without (resuming a started one).
-
-    With `train_missing=False` only finished runs are returned.
-    """
+    """metrics.json of every finished run, after training those without it
+    (resuming a started one) unless `train_missing` is False."""
     from pipeline import train
 
-    results = {}
-    if not train_missing:
-        for run_dir in runs:
-            path = os.path.join(run_dir, train.METRICS_FILE)
-            if os.path.exists(path):
-                with open(path) as f:
-                    results[run_dir] = json.load(f)
-        return results
-    todo = [d for d in runs if not os.path.exists(os.path.join(d, train.METRICS_FILE))]
-    if verbose:
+    def finished(run_dir: str) -> bool:
+        return os.path.exists(os.path.join(run_dir, train.METRICS_FILE))
+
+    todo = [d for d in runs if not finished(d)] if train_missing else []
+    if verbose and train_missing:
         print(
             f"{len(runs)} runs in the grid, {len(runs) - len(todo)} finished, "
             f"{len(todo)} to train."
         )
-    for run_dir in runs:
-        metrics_path = os.path.join(run_dir, train.METRICS_FILE)
-        if not os.path.exists(metrics_path):
-            started = os.path.exists(os.path.join(run_dir, train.CONFIG_FILE))
-            if verbose:
-                position = todo.index(run_dir) + 1
-                verb = "resuming" if started else "training"
-                print(
-                    f"[{position}/{len(todo)}] {verb} {os.path.basename(run_dir)}",
-                    flush=True,
-                )
-            train.train(runs[run_dir]["config"], resume=started, verbose=0)
-        with open(metrics_path) as f:
-            results[run_dir] = json.load(f)
-    return results
+    for position, run_dir in enumerate(todo, 1):
+        started = os.path.exists(os.path.join(run_dir, train.CONFIG_FILE))
+        if verbose:
+            verb = "resuming" if started else "training"
+            print(
+                f"[{position}/{len(todo)}] {verb} {os.path.basename(run_dir)}",
+                flush=True,
+            )
+        train.train(runs[run_dir]["config"], resume=started, verbose=0)
+    return {
+        d: rundir.read_json(os.path.join(d, train.METRICS_FILE))
+        for d in runs
+        if finished(d)
+    }
 
 
 def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
@@ -301,8 +291,7 @@ def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
 
     path = os.path.join(output, CASE_STUDY_FILE)
     if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
+        return rundir.read_json(path)
     info = schema.DatasetInfo.load(config.data)
     tf.keras.utils.set_random_seed(config.seed)
     model = train.build_model(config, info, None)
@@ -358,8 +347,7 @@ def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
             )
         points.append({"epoch": epoch + 1, "users": users})
     result = {"alpha": config.alpha, "points": points}
-    with open(path, "w") as f:
-        json.dump(result, f, indent=2)
+    rundir.write_json(path, result)
     return result
 
 
@@ -784,8 +772,7 @@ def render(
             {"claim": c, "reproduced": ok, "numbers": why} for c, ok, why in verdicts
         ],
     }
-    with open(os.path.join(output, RESULTS_FILE), "w") as f:
-        json.dump(summary, f, indent=2)
+    rundir.write_json(os.path.join(output, RESULTS_FILE), summary)
     return text
 
 
@@ -821,8 +808,7 @@ def report(
     if grid.case_epochs and not report_only:
         case = case_study(dataclasses.replace(main_genni, output=""), grid, output)
     elif os.path.exists(os.path.join(output, CASE_STUDY_FILE)):
-        with open(os.path.join(output, CASE_STUDY_FILE)) as f:
-            case = json.load(f)
+        case = rundir.read_json(os.path.join(output, CASE_STUDY_FILE))
     text = render(output, runs, results, case, dataset, commands or [])
     if verbose:
         print(

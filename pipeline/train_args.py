@@ -6,7 +6,13 @@ import argparse
 import dataclasses
 import json
 
-from pipeline.configs import LOSSES, SAMPLERS, TrainConfig
+from pipeline.configs import (
+    LOSSES,
+    PRETRAIN_SAMPLERS,
+    SAMPLERS,
+    PretrainConfig,
+    TrainConfig,
+)
 
 DEFAULTS = TrainConfig(data="", output="")
 
@@ -145,8 +151,6 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `genni pretrain`."""
-    from pipeline.configs import PRETRAIN_SAMPLERS, PretrainConfig
-
     d = PretrainConfig(data="", output="")
     parser.add_argument(
         "--data",
@@ -213,9 +217,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="No progress bars.")
 
 
-def pretrain_config_from_args(args: argparse.Namespace):
-    from pipeline.configs import PretrainConfig
-
+def pretrain_config_from_args(args: argparse.Namespace) -> PretrainConfig:
     values = {
         f.name: getattr(args, f.name)
         for f in dataclasses.fields(PretrainConfig)
