@@ -29,6 +29,8 @@ VARIANTS = {
     "genni_beta0.1": dict(sampler="genni", alpha=2.5, beta=0.1),
     "genni_growing_m20": dict(sampler="genni", alpha=2.5, beta_growth=20.0),
     "genni_self_adjust": dict(sampler="genni", alpha=0.5, alpha_step=0.001),
+    # GenNi that, like the reference uniform sampler, never draws the user's items.
+    "genni_exclude_seen": dict(sampler="genni", alpha=2.5, beta=1.0, exclude_seen=True),
     # S3-Rec: `genni pretrain` (shared per seed), then fine-tuning.
     "s3rec": dict(sampler="uniform"),
     "s3rec_genni": dict(sampler="genni", alpha=2.5, beta=1.0),

@@ -28,6 +28,7 @@ CONFIGS = {
     "uniform": dict(sampler="uniform"),
     "genni_beta1": dict(sampler="genni", beta=1.0),
     "genni_beta0.1": dict(sampler="genni", beta=0.1),
+    "genni_beta1_exclude_seen": dict(sampler="genni", beta=1.0, exclude_seen=True),
 }
 SCALE_ITEMS = (10_000, 100_000, 1_000_000)
 POSITIONS = 256 * 50

@@ -45,8 +45,6 @@ class SequentialRetrievalModel(tfrs.Model):
             raise ValueError(f"The {loss!r} loss needs a sampler.")
         if alpha_step is not None and not isinstance(sampler, GenNiSampler):
             raise ValueError("A self-adjusting alpha needs the GenNi sampler.")
-        if exclude_seen and isinstance(sampler, GenNiSampler):
-            raise ValueError("`exclude_seen` applies to uniform and popularity.")
         self.encoder = encoder
         self.sampler = sampler
         self.loss_name = loss

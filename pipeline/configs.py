@@ -110,7 +110,7 @@ class TrainConfig(_Settings):
     `attention_dropout`. Sampler: `sampler`, `num_negatives` (k), `alpha`,
     `beta`, `beta_growth` (m of the growing schedule; None keeps beta fixed),
     `alpha_step` (self-adjusted alpha; None keeps it fixed), `gamma`
-    (popularity exponent), `exclude_seen` (uniform/popularity never draw the
+    (popularity exponent), `exclude_seen` (the sampler never draws the
     user's items), `max_logits` (GenNi memory bound). Training: `loss`,
     `epochs`, `patience` (epochs without a better valid NDCG@10),
     `eval_every`, `batch_size`, `learning_rate`, `seed`. `init_from`: a
@@ -157,10 +157,6 @@ class TrainConfig(_Settings):
         if self.sampler != "genni" and (self.alpha_step or self.beta_growth):
             raise ValueError(
                 "--self-adjust-alpha and --beta-schedule need --sampler genni."
-            )
-        if self.sampler == "genni" and self.exclude_seen:
-            raise ValueError(
-                "--exclude-seen applies to the uniform and popularity samplers."
             )
 
 

@@ -78,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--exclude-seen",
         action="store_true",
         default=None,
-        help="Uniform/popularity never draw the user's own items.",
+        help="Never draw the user's own items as negatives (any sampler).",
     )
     parser.add_argument(
         "--loss", choices=LOSSES, default=None, help=f"Loss (default {d.loss})."

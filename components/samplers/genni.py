@@ -4,7 +4,8 @@ For each position with encoder output h_t, a negative is drawn from
 
     Q(i | h_t) = softmax_{i in V'}(alpha * h_t . e_i),   i != target,
 
-with the current parameters and no gradient through the draw. alpha = 0 is
+with the current parameters and no gradient through the draw (optionally also
+never one of the user's own items, as the reference uniform sampler). alpha = 0 is
 uniform; larger alpha picks the items the model currently ranks highest, the
 informative ("hard") negatives. Two-stage acceleration: V' is a uniform random
 beta fraction of the catalog, drawn fresh for every batch (beta = 1: all).
@@ -184,15 +185,13 @@ class GenNiSampler(NegativeSampler):
             queries: [N, d] encoder outputs h_t.
             targets: [N] positive item ids, never drawn.
             item_embeddings: [num_items + 1, d] shared table, row 0 padding.
-            exclude: not supported by GenNi (only the target is excluded).
+            exclude: optional ragged [N, *] item ids also never drawn (the
+                user's own items). A row whose candidates are all excluded
+                falls back to excluding only its target.
 
         Returns:
             [N, k] int64 item ids in 1..num_items.
         """
-        if exclude is not None:
-            raise ValueError(
-                "GenNiSampler excludes only the target; pass no `exclude`."
-            )
         alpha = tf.cast(self.alpha, queries.dtype)
         # alpha * (h . e) = (alpha * h) . e: scale the N queries, not N x m logits.
         queries = alpha * tf.stop_gradient(queries)
@@ -210,11 +209,24 @@ class GenNiSampler(NegativeSampler):
                 candidate_ids[:, None],
                 tf.range(m, dtype=tf.int64),
             )
-            target_columns = tf.gather(column_of, targets)  # (N,)
+
+            def to_columns(ids: tf.Tensor) -> tf.Tensor:
+                return tf.gather(column_of, tf.maximum(ids, 0))
+
         else:
             candidate_ids = tf.range(1, self.num_items + 1, dtype=tf.int64)
             candidates = table
-            target_columns = targets - 1
+
+            def to_columns(ids: tf.Tensor) -> tf.Tensor:
+                return ids - 1
+
+        # Columns never drawn per row, -1 where none: the target first, then
+        # the excluded items (padding ids 0 map to -1 either way).
+        masked = targets[:, None]  # (N, 1)
+        if exclude is not None:
+            dense = tf.cast(exclude.to_tensor(default_value=0), tf.int64)
+            masked = tf.concat([masked, dense], axis=1)  # (N, 1 + L)
+        masked_columns = tf.where(masked > 0, to_columns(masked), -1)
         n = tf.shape(queries)[0]
         rows = tf.maximum(tf.minimum(self.chunk_rows, n), 1)  # No padding past N.
         num_chunks = (n + rows - 1) // rows
@@ -223,21 +235,42 @@ class GenNiSampler(NegativeSampler):
             tf.pad(queries, [[0, pad], [0, 0]]),
             [num_chunks, rows, tf.shape(queries)[1]],
         )  # (C, rows, d)
+        width = tf.shape(masked_columns)[1]
         chunk_columns = tf.reshape(
-            tf.pad(target_columns, [[0, pad]], constant_values=-1), [num_chunks, rows]
-        )
+            tf.pad(masked_columns, [[0, pad], [0, 0]], constant_values=-1),
+            [num_chunks, rows, width],
+        )  # (C, rows, 1 + L)
         seeds = tf.transpose(self.generator.make_seeds(num_chunks))  # (C, 2)
-        row_ids = tf.range(rows, dtype=tf.int64)
+
+        def mask(logits: tf.Tensor, columns: tf.Tensor) -> tf.Tensor:
+            """-inf at columns [rows, w] >= 0; the others keep their logits."""
+            row_ids = tf.broadcast_to(
+                tf.range(rows, dtype=tf.int64)[:, None], tf.shape(columns)
+            )
+            at = tf.stack([row_ids, tf.maximum(columns, 0)], axis=-1)  # (rows, w, 2)
+            # A min-scatter: -inf where masked, +inf (no change) for the -1
+            # fillers, whatever the order of duplicate indices.
+            new = tf.where(columns >= 0, NEG_INF, float("inf"))
+            return tf.tensor_scatter_nd_min(
+                logits,
+                tf.reshape(at, [-1, 2]),
+                tf.cast(tf.reshape(new, [-1]), logits.dtype),
+            )
 
         def draw_chunk(args: tuple) -> tf.Tensor:
             q, columns, seed = args
             logits = tf.matmul(q, candidates, transpose_b=True)  # (rows, m)
-            # The target's logit becomes -inf (rows without one keep theirs).
-            at = tf.stack([row_ids, tf.maximum(columns, 0)], axis=1)  # (rows, 2)
-            kept = tf.gather_nd(logits, at)
-            new = tf.where(columns >= 0, tf.constant(NEG_INF, logits.dtype), kept)
-            logits = tf.tensor_scatter_nd_update(logits, at, new)
-            picks = categorical(logits, self.num_negatives, seed)  # (rows, k)
+            masked_logits = mask(logits, columns)
+            if exclude is not None:  # Rows with nothing left keep all but the target.
+                empty = tf.reduce_all(tf.math.is_inf(masked_logits), axis=-1)
+                masked_logits = tf.cond(
+                    tf.reduce_any(empty),
+                    lambda: tf.where(
+                        empty[:, None], mask(logits, columns[:, :1]), masked_logits
+                    ),
+                    lambda: masked_logits,
+                )
+            picks = categorical(masked_logits, self.num_negatives, seed)  # (rows, k)
             return tf.gather(candidate_ids, picks)
 
         drawn = tf.map_fn(

@@ -61,6 +61,39 @@ def test_genni_never_draws_the_target_even_when_it_dominates():
     assert draws.shape == (rows, 3) and draws.dtype == tf.int64
 
 
+def test_genni_excludes_the_users_items_and_keeps_the_softmax_law():
+    rows, target, seen = 6000, 3, [1, 5, 5, 9]
+    table = _table()
+    query = tf.constant([1.0, -0.5, 0.25, 2.0])
+    sampler = GenNiSampler(V, num_negatives=2, alpha=2.0, seed=4, max_logits=25600)
+    draws = sampler(
+        tf.tile(query[None], [rows, 1]),
+        tf.fill([rows], target),
+        table,
+        exclude=tf.ragged.constant([seen] * rows, dtype=tf.int64),
+    ).numpy()
+    expected = _expected_genni(query, table, 2.0, target)
+    expected[seen] = 0.0
+    expected /= expected.sum()
+    _assert_close_to(_frequencies(draws), expected, rows)
+    assert not np.any(np.isin(draws, seen + [target]))
+
+
+def test_genni_exclusion_with_beta_and_a_row_left_without_candidates():
+    # Row 0 excludes every item but the target: it falls back to "not the
+    # target". Row 1 excludes 1..10 and must draw from 11..20 only.
+    sampler = GenNiSampler(V, num_negatives=3, alpha=1.0, beta=0.5, seed=5)
+    exclude = tf.ragged.constant(
+        [[i for i in range(1, V + 1) if i != 2], list(range(1, 11))], dtype=tf.int64
+    )
+    for _ in range(20):
+        draws = sampler(
+            tf.ones([2, D]), tf.constant([2, 12]), _table(), exclude=exclude
+        ).numpy()
+        assert not np.any(draws[0] == 2)
+        assert np.all(draws[1] > 10) and not np.any(draws[1] == 12)
+
+
 def test_genni_beta_restricts_the_candidates_of_a_batch():
     sampler = GenNiSampler(V, num_negatives=4, alpha=0.0, beta=0.25, seed=2)
     assert sampler.num_candidates == 5

@@ -33,6 +33,7 @@ def _model(sampler, **kwargs):
         (UniformSampler(V, 2, seed=0), {}),
         (UniformSampler(V, 2, seed=0), {"exclude_seen": True, "loss": "bpr"}),
         (PopularitySampler(V, [1.0] * (V + 1), 1.0, 2, seed=0), {"exclude_seen": True}),
+        (GenNiSampler(V, 2, seed=0), {"exclude_seen": True}),
         (GenNiSampler(V, 2, alpha=2.0, seed=0), {"alpha_step": 0.1}),
         (None, {"loss": "softmax"}),
     ],
@@ -71,7 +72,6 @@ def test_self_adjusting_alpha_moves_alpha():
         (None, {}, "needs a sampler"),
         (UniformSampler(V), {"loss": "hinge"}, "`loss`"),
         (UniformSampler(V), {"alpha_step": 0.1}, "GenNi"),
-        (GenNiSampler(V), {"exclude_seen": True}, "uniform and popularity"),
     ],
 )
 def test_errors(sampler, kwargs, message):
