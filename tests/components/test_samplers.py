@@ -76,7 +76,7 @@ def test_genni_excludes_the_users_items_and_keeps_the_softmax_law():
     expected[seen] = 0.0
     expected /= expected.sum()
     _assert_close_to(_frequencies(draws), expected, rows)
-    assert not np.any(np.isin(draws, seen + [target]))
+    assert not np.any(np.isin(draws, [*seen, target]))
 
 
 def test_genni_exclusion_with_beta_and_a_row_left_without_candidates():
