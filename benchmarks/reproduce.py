@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     lines.append(
         "\nCommand: `python benchmarks/reproduce.py --data "
-        f"{args.data} --dataset {args.dataset} --seeds "
+        f"{args.data} --dataset {args.dataset} --runs-dir {args.runs_dir} --seeds "
         + " ".join(map(str, args.seeds))
         + " --variants "
         + " ".join(args.variants)
