@@ -203,30 +203,24 @@ class GenNiSampler(NegativeSampler):
             _, picked = tf.math.top_k(noise, k=m, sorted=False)  # (m,)
             candidate_ids = tf.cast(picked, tf.int64) + 1
             candidates = tf.gather(table, picked)  # (m, d)
-            # Column of each item among the candidates, -1 when not drawn.
+            # Column of each item among the candidates, -1 when not drawn
+            # (padding, id 0, never is).
             column_of = tf.tensor_scatter_nd_update(
                 tf.fill([self.num_items + 1], tf.constant(-1, tf.int64)),
                 candidate_ids[:, None],
                 tf.range(m, dtype=tf.int64),
             )
-
-            def to_columns(ids: tf.Tensor) -> tf.Tensor:
-                return tf.gather(column_of, tf.maximum(ids, 0))
-
         else:
             candidate_ids = tf.range(1, self.num_items + 1, dtype=tf.int64)
             candidates = table
-
-            def to_columns(ids: tf.Tensor) -> tf.Tensor:
-                return ids - 1
-
+            column_of = tf.range(-1, self.num_items, dtype=tf.int64)  # id - 1
         # Columns never drawn per row, -1 where none: the target first, then
-        # the excluded items (padding ids 0 map to -1 either way).
+        # the excluded items (their padding ids 0 map to -1).
         masked = targets[:, None]  # (N, 1)
         if exclude is not None:
             dense = tf.cast(exclude.to_tensor(default_value=0), tf.int64)
             masked = tf.concat([masked, dense], axis=1)  # (N, 1 + L)
-        masked_columns = tf.where(masked > 0, to_columns(masked), -1)
+        masked_columns = tf.gather(column_of, masked)
         n = tf.shape(queries)[0]
         rows = tf.maximum(tf.minimum(self.chunk_rows, n), 1)  # No padding past N.
         num_chunks = (n + rows - 1) // rows
