@@ -37,13 +37,14 @@ VARIANTS = {
 }
 PRETRAINED = ("s3rec", "s3rec_genni")
 
-# Test metrics (%) from the paper (GENNI.md), by dataset and variant.
+# Test metrics (%) from the paper (GENNI.md; beta rows from its fixed vs growing
+# beta table, which gives HR@5 and NDCG@5), by dataset and variant.
 PAPER = {
     "beauty": {
         "uniform": {"HR@5": 3.84, "HR@10": 6.07, "NDCG@5": 2.49, "NDCG@10": 3.21},
         "popularity": {"HR@5": 4.08, "HR@10": 6.18, "NDCG@5": 2.69, "NDCG@10": 3.37},
         "genni": {"HR@5": 6.30, "HR@10": 8.79, "NDCG@5": 4.48, "NDCG@10": 5.33},
-        "genni_beta0.1": {"HR@5": 6.09},
+        "genni_beta0.1": {"HR@5": 6.09, "NDCG@5": 4.33},
         "genni_growing_m20": {"HR@5": 6.35, "NDCG@5": 4.53},
         "s3rec": {"HR@5": 3.85, "HR@10": 6.35, "NDCG@5": 2.40, "NDCG@10": 3.20},
         "s3rec_genni": {"HR@5": 6.47, "HR@10": 9.45, "NDCG@5": 4.64, "NDCG@10": 5.39},
@@ -51,6 +52,8 @@ PAPER = {
     "toys": {
         "uniform": {"HR@5": 4.68, "HR@10": 6.81, "NDCG@5": 3.18, "NDCG@10": 3.87},
         "genni": {"HR@5": 7.18, "HR@10": 9.96, "NDCG@5": 5.15, "NDCG@10": 5.90},
+        "genni_beta0.1": {"HR@5": 6.50, "NDCG@5": 4.72},
+        "genni_growing_m20": {"HR@5": 7.16, "NDCG@5": 5.07},
         "s3rec_genni": {"HR@5": 6.96, "HR@10": 9.50, "NDCG@5": 4.89, "NDCG@10": 5.86},
     },
 }
@@ -164,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = {}
     for variant in args.variants:
-        results = [
+        found = [
             run_variant(
                 args.data,
                 args.runs_dir,
@@ -179,11 +182,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             for seed in args.seeds
         ]
-        results = [r for r in results if r is not None]
+        seeds = [s for s, r in zip(args.seeds, found, strict=True) if r is not None]
+        results = [r for r in found if r is not None]
         if not results:
             continue
         rows[variant] = {
-            "seeds": len(results),
+            "seeds": seeds,
             "test": {m: [r["test"][m] for r in results] for m in METRICS},
             "valid_ndcg10": [r["valid"]["NDCG@10"] for r in results],
             "best_epoch": [r["best_epoch"] for r in results],
@@ -194,11 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     paper = PAPER.get(args.dataset, {})
     lines = [
         f"# Reproduction: {args.dataset}\n",
-        f"Test metrics (%), full ranking, seeds {args.seeds}; paper numbers in "
-        "brackets. Runs in "
-        f"`{args.runs_dir}`.\n",
-        "| variant | " + " | ".join(METRICS) + " | best epoch | s / epoch |",
-        "|---|" + "---|" * (len(METRICS) + 2),
+        f"Test metrics (%), full ranking, mean +- std over the seeds each "
+        f"variant has finished (of {args.seeds}); paper numbers in brackets. "
+        f"Runs in `{args.runs_dir}`. Seconds per epoch are medians of runs that "
+        "often shared the machine: `benchmarks/sampler_speed.py` measures speed.\n",
+        "| variant | seeds | "
+        + " | ".join(METRICS)
+        + " | best epoch | s / epoch |",
+        "|---|---|" + "---|" * (len(METRICS) + 2),
     ]
     for variant, row in rows.items():
         cells = []
@@ -212,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             epochs += f" (run still training, epoch {max(row['epochs_run'])})"
         seconds = statistics.median(row["seconds_per_epoch"])
         lines.append(
-            f"| {variant} | " + " | ".join(cells) + f" | {epochs} | {seconds:.1f} |"
+            f"| {variant} | {', '.join(map(str, row['seeds']))} | "
+            + " | ".join(cells)
+            + f" | {epochs} | {seconds:.1f} |"
         )
     lines.append(
         "\nCommand: `python benchmarks/reproduce.py --data "
