@@ -487,20 +487,27 @@ def _beta_cost(table: dict) -> tuple[bool, str]:
     return b01 >= 0.9 * b1, f"HR@5 {b01:.2f} vs {b1:.2f} ({100 * b01 / b1:.0f}%)"
 
 
+def _ends(table: dict, experiment: str, sampler: str) -> tuple[str, str]:
+    """The fewest and the most negatives of a sweep: all its claim needs."""
+    labels = [label for label in table.get(experiment, {}) if label.startswith(sampler)]
+    if not labels:
+        raise NotRun(f"missing: {experiment}")
+    return labels[0], labels[-1]
+
+
 def _one_beats_many(table: dict) -> tuple[bool, str]:
-    most = [label for label in _rows(table, "k") if label.startswith("uniform")][-1]
+    most = _ends(table, "k", "uniform")[1]
     g1, umax = _mean(table, "k", "genni k=1"), _mean(table, "k", most)
     return g1 > umax, f"NDCG@10 GenNi k=1 {g1:.2f} vs {most} {umax:.2f}"
 
 
 def _bpr_negatives(table: dict) -> tuple[bool, str]:
-    labels = list(_rows(table, "bpr"))
-    uniform = [b for b in labels if b.startswith("uniform")]
-    genni = [b for b in labels if b.startswith("genni")]
     u_first, u_last = (
-        _mean(table, "bpr", b, "HR@5") for b in (uniform[0], uniform[-1])
+        _mean(table, "bpr", b, "HR@5") for b in _ends(table, "bpr", "uniform")
     )
-    g_first, g_last = (_mean(table, "bpr", b, "HR@5") for b in (genni[0], genni[-1]))
+    g_first, g_last = (
+        _mean(table, "bpr", b, "HR@5") for b in _ends(table, "bpr", "genni")
+    )
     return (
         u_last <= u_first * 1.02 and g_last > g_first,
         f"HR@5 uniform {u_first:.2f} -> {u_last:.2f}, "

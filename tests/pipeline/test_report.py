@@ -180,6 +180,37 @@ def test_report_renders_a_partial_grid(tmp_path):
     assert [v["reproduced"] for v in verdicts[1:]] == [None] * 4
 
 
+def test_claims_need_only_the_runs_they_compare(tmp_path):
+    """GenNi k=1 vs uniform with the most negatives, and BPR at both ends of
+    its sweep, are judged before the rest of their sweeps has run."""
+    runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
+    needed = {
+        ("k", "genni k=1"),
+        ("k", "uniform k=3"),
+        ("bpr", "uniform k=1"),
+        ("bpr", "uniform k=2"),
+        ("bpr", "genni k=1"),
+        ("bpr", "genni k=2"),
+    }
+    some = {d: e for d, e in runs.items() if any(u[:2] in needed for u in e["uses"])}
+    finish(some, value_of)
+    results = report.run_grid(runs, verbose=0, train_missing=False)
+    text = report.render(str(tmp_path / "r"), runs, results, None, "toys", [])
+    assert "Not run yet (missing: uniform k=1, genni k=3)." in text  # The k table.
+    verdicts = json.loads((tmp_path / "r" / report.RESULTS_FILE).read_text())["claims"]
+    judged = {v["claim"]: (v["reproduced"], v["numbers"]) for v in verdicts}
+    # Uniform is 3.0 + 0.5 * seed whatever k (NDCG@10 is 3 above HR@5 in the
+    # fake metrics); GenNi alpha 2.5 is 2 above uniform.
+    assert judged[report.CLAIMS[3]] == (
+        True,
+        "NDCG@10 GenNi k=1 8.25 vs uniform k=3 6.25",
+    )
+    # Flat for both samplers: uniform does not gain (reproduced), GenNi neither.
+    assert judged[report.CLAIMS[4]][0] is False
+    assert judged[report.CLAIMS[4]][1].startswith("HR@5 uniform 3.25 -> 3.25")
+    assert [judged[c][0] for c in report.CLAIMS[:3]] == [None] * 3
+
+
 def test_case_study_on_tiny_data(tmp_path):
     data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=2, max_len=6)
     config = train.TrainConfig(
