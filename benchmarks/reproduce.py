@@ -202,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         f"variant has finished (of {args.seeds}); paper numbers in brackets. "
         f"Runs in `{args.runs_dir}`. Seconds per epoch are medians of runs that "
         "often shared the machine: `benchmarks/sampler_speed.py` measures speed.\n",
-        "| variant | seeds | "
-        + " | ".join(METRICS)
-        + " | best epoch | s / epoch |",
+        "| variant | seeds | " + " | ".join(METRICS) + " | best epoch | s / epoch |",
         "|---|---|" + "---|" * (len(METRICS) + 2),
     ]
     for variant, row in rows.items():
