@@ -398,6 +398,20 @@ def _rows(table: dict, experiment: str) -> dict[str, list[dict]]:
     return rows
 
 
+def _finished(table: dict, experiment: str) -> tuple[dict[str, list[dict]], list[str]]:
+    """The rows of an experiment that have finished, and the labels still missing."""
+    rows = table.get(experiment, {})
+    done = {label: metrics for label, metrics in rows.items() if metrics}
+    missing = [label for label in rows if label not in done]
+    if not done:
+        raise NotRun(f"missing: {', '.join(missing) or experiment}")
+    return done, missing
+
+
+def _still_missing(missing: list[str]) -> list[str]:
+    return ["", f"Not run yet: {', '.join(missing)}."] if missing else []
+
+
 def _test(metrics: list[dict], name: str) -> list[float]:
     return [m["test"][name] for m in metrics]
 
@@ -495,19 +509,25 @@ def _ends(table: dict, experiment: str, sampler: str) -> tuple[str, str]:
     return labels[0], labels[-1]
 
 
+def _need(table: dict, experiment: str, labels: list[str]) -> None:
+    """NotRun naming every run among `labels` that has not finished."""
+    missing = [b for b in labels if not table.get(experiment, {}).get(b)]
+    if missing:
+        raise NotRun(f"missing: {', '.join(missing)}")
+
+
 def _one_beats_many(table: dict) -> tuple[bool, str]:
     most = _ends(table, "k", "uniform")[1]
+    _need(table, "k", ["genni k=1", most])
     g1, umax = _mean(table, "k", "genni k=1"), _mean(table, "k", most)
     return g1 > umax, f"NDCG@10 GenNi k=1 {g1:.2f} vs {most} {umax:.2f}"
 
 
 def _bpr_negatives(table: dict) -> tuple[bool, str]:
-    u_first, u_last = (
-        _mean(table, "bpr", b, "HR@5") for b in _ends(table, "bpr", "uniform")
-    )
-    g_first, g_last = (
-        _mean(table, "bpr", b, "HR@5") for b in _ends(table, "bpr", "genni")
-    )
+    uniform, genni = _ends(table, "bpr", "uniform"), _ends(table, "bpr", "genni")
+    _need(table, "bpr", [*uniform, *genni])
+    u_first, u_last = (_mean(table, "bpr", b, "HR@5") for b in uniform)
+    g_first, g_last = (_mean(table, "bpr", b, "HR@5") for b in genni)
     return (
         u_last <= u_first * 1.02 and g_last > g_first,
         f"HR@5 uniform {u_first:.2f} -> {u_last:.2f}, "
@@ -575,7 +595,7 @@ def _sweep_section(experiment: str, title: str, xlabel: str, logx: bool):
 
 
 def _k_section(table: dict, paper: dict, output: str) -> list[str]:
-    rows = _rows(table, "k")
+    rows, missing = _finished(table, "k")
     series = {}
     for sampler in ("uniform", "genni"):
         labels = [label for label in rows if label.startswith(sampler)]
@@ -585,12 +605,13 @@ def _k_section(table: dict, paper: dict, output: str) -> list[str]:
         os.path.join(output, "k.png"), "NDCG@10 vs number of negatives k", "k", series
     )
     lines = ["![k](k.png)", "", _row("sampler, k", "HR@10", "NDCG@10"), "|---|---|---|"]
-    return lines + [_row(label, *_hr_ndcg(rows[label])) for label in rows]
+    lines += [_row(label, *_hr_ndcg(rows[label])) for label in rows]
+    return lines + _still_missing(missing)
 
 
 def _bpr_section(table: dict, paper: dict, output: str) -> list[str]:
-    rows = _rows(table, "bpr")
-    ks = sorted({int(label.split("=")[1]) for label in rows})
+    rows, missing = _finished(table, "bpr")
+    ks = sorted({int(label.split("=")[1]) for label in list(rows) + missing})
     lines = [
         "Paper (Beauty): uniform {} -> {}, GenNi (alpha 2.2) {} -> {} from 1 to 8 "
         "negatives.".format(*PAPER_BPR["uniform"], *PAPER_BPR["genni"]),
@@ -599,7 +620,12 @@ def _bpr_section(table: dict, paper: dict, output: str) -> list[str]:
         "|---|" + "---|" * len(ks),
     ]
     for sampler in ("uniform", "genni"):
-        cells = (_fmt(_test(rows[f"{sampler} k={k}"], "HR@5")) for k in ks)
+        cells = (
+            _fmt(_test(rows[f"{sampler} k={k}"], "HR@5"))
+            if f"{sampler} k={k}" in rows
+            else "not run yet"
+            for k in ks
+        )
         lines.append(_row(sampler, *cells))
     return lines
 

@@ -178,25 +178,33 @@ def test_report_renders_a_partial_grid(tmp_path):
     verdicts = json.loads((tmp_path / "r" / report.RESULTS_FILE).read_text())["claims"]
     assert verdicts[0]["reproduced"] is True
     assert [v["reproduced"] for v in verdicts[1:]] == [None] * 4
+    # A claim not yet judged names every run it still needs.
+    assert verdicts[4]["numbers"] == (
+        "missing: uniform k=1, uniform k=2, genni k=1, genni k=2"
+    )
 
 
 def test_claims_need_only_the_runs_they_compare(tmp_path):
     """GenNi k=1 vs uniform with the most negatives, and BPR at both ends of
     its sweep, are judged before the rest of their sweeps has run."""
-    runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
+    grid = dataclasses.replace(GRID, bpr_ks=(1, 2, 3))
+    runs = report.plan("DATA", str(tmp_path / "runs"), grid)
     needed = {
         ("k", "genni k=1"),
         ("k", "uniform k=3"),
         ("bpr", "uniform k=1"),
-        ("bpr", "uniform k=2"),
+        ("bpr", "uniform k=3"),
         ("bpr", "genni k=1"),
-        ("bpr", "genni k=2"),
+        ("bpr", "genni k=3"),
     }
     some = {d: e for d, e in runs.items() if any(u[:2] in needed for u in e["uses"])}
     finish(some, value_of)
     results = report.run_grid(runs, verbose=0, train_missing=False)
     text = report.render(str(tmp_path / "r"), runs, results, None, "toys", [])
-    assert "Not run yet (missing: uniform k=1, genni k=3)." in text  # The k table.
+    # The k table shows what has run and names what has not.
+    assert "| uniform k=3 | 4.25 ± 0.35 | 6.25 ± 0.35 |" in text
+    assert "Not run yet: uniform k=1, genni k=3." in text
+    assert "| uniform | 3.25 ± 0.35 | not run yet | 3.25 ± 0.35 |" in text  # BPR
     verdicts = json.loads((tmp_path / "r" / report.RESULTS_FILE).read_text())["claims"]
     judged = {v["claim"]: (v["reproduced"], v["numbers"]) for v in verdicts}
     # Uniform is 3.0 + 0.5 * seed whatever k (NDCG@10 is 3 above HR@5 in the
