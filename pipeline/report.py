@@ -390,14 +390,6 @@ class NotRun(Exception):
     """A section or claim whose runs have not all finished."""
 
 
-def _rows(table: dict, experiment: str) -> dict[str, list[dict]]:
-    rows = table.get(experiment, {})
-    missing = [label for label, metrics in rows.items() if not metrics]
-    if not rows or missing:
-        raise NotRun(f"missing: {', '.join(missing) or experiment}")
-    return rows
-
-
 def _finished(table: dict, experiment: str) -> tuple[dict[str, list[dict]], list[str]]:
     """The rows of an experiment that have finished, and the labels still missing."""
     rows = table.get(experiment, {})
@@ -406,6 +398,14 @@ def _finished(table: dict, experiment: str) -> tuple[dict[str, list[dict]], list
     if not done:
         raise NotRun(f"missing: {', '.join(missing) or experiment}")
     return done, missing
+
+
+def _rows(table: dict, experiment: str) -> dict[str, list[dict]]:
+    """All rows of an experiment, or NotRun naming those not finished."""
+    done, missing = _finished(table, experiment)
+    if missing:
+        raise NotRun(f"missing: {', '.join(missing)}")
+    return done
 
 
 def _still_missing(missing: list[str]) -> list[str]:
@@ -610,8 +610,8 @@ def _k_section(table: dict, paper: dict, output: str) -> list[str]:
 
 
 def _bpr_section(table: dict, paper: dict, output: str) -> list[str]:
-    rows, missing = _finished(table, "bpr")
-    ks = sorted({int(label.split("=")[1]) for label in list(rows) + missing})
+    rows, _ = _finished(table, "bpr")
+    ks = sorted({int(label.split("=")[1]) for label in table["bpr"]})
     lines = [
         "Paper (Beauty): uniform {} -> {}, GenNi (alpha 2.2) {} -> {} from 1 to 8 "
         "negatives.".format(*PAPER_BPR["uniform"], *PAPER_BPR["genni"]),
