@@ -174,7 +174,10 @@ def test_report_renders_a_partial_grid(tmp_path):
     text = report.render(str(tmp_path / "r"), runs, results, None, "toys", [])
     assert "SASRec_GenNi (paper) | 7.18 | 9.96 | 5.15 | 5.90 |" in text
     assert "| SASRec_pop | not run yet |" in text
-    assert "Not run yet (missing: 0, 5)." in text  # The alpha sweep.
+    # The alpha sweep shows the alpha that has run (the main GenNi run) and
+    # names the others.
+    assert "| 2.5 | 6.25 ± 0.35 | 8.25 ± 0.35 |" in text
+    assert "Not run yet: 0, 5." in text
     verdicts = json.loads((tmp_path / "r" / report.RESULTS_FILE).read_text())["claims"]
     assert verdicts[0]["reproduced"] is True
     assert [v["reproduced"] for v in verdicts[1:]] == [None] * 4
@@ -185,11 +188,14 @@ def test_report_renders_a_partial_grid(tmp_path):
 
 
 def test_claims_need_only_the_runs_they_compare(tmp_path):
-    """GenNi k=1 vs uniform with the most negatives, and BPR at both ends of
-    its sweep, are judged before the rest of their sweeps has run."""
-    grid = dataclasses.replace(GRID, bpr_ks=(1, 2, 3))
+    """GenNi k=1 vs uniform with the most negatives, BPR at both ends of its
+    sweep, and alpha at both ends and one between, are judged before the rest
+    of their sweeps has run."""
+    grid = dataclasses.replace(GRID, bpr_ks=(1, 2, 3), alphas=(0.0, 1.0, 2.5, 5.0))
     runs = report.plan("DATA", str(tmp_path / "runs"), grid)
     needed = {
+        ("alpha", "0"),
+        ("alpha", "5"),  # alpha 2.5 is the GenNi k=1 run.
         ("k", "genni k=1"),
         ("k", "uniform k=3"),
         ("bpr", "uniform k=1"),
@@ -216,7 +222,11 @@ def test_claims_need_only_the_runs_they_compare(tmp_path):
     # Flat for both samplers: uniform does not gain (reproduced), GenNi neither.
     assert judged[report.CLAIMS[4]][0] is False
     assert judged[report.CLAIMS[4]][1].startswith("HR@5 uniform 3.25 -> 3.25")
-    assert [judged[c][0] for c in report.CLAIMS[:3]] == [None] * 3
+    assert judged[report.CLAIMS[1]] == (
+        True,
+        "NDCG@10 by alpha: 0: 7.50, 2.5: 8.25, 5: 7.50 (not run yet: 1)",
+    )
+    assert [judged[report.CLAIMS[i]][0] for i in (0, 2)] == [None] * 2
 
 
 def test_case_study_on_tiny_data(tmp_path):
