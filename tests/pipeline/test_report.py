@@ -178,6 +178,11 @@ def test_report_renders_a_partial_grid(tmp_path):
     # names the others.
     assert "| 2.5 | 6.25 ± 0.35 | 8.25 ± 0.35 |" in text
     assert "Not run yet: 0, 5." in text
+    # Efficiency: the finished samplers against uniform, the others named; the
+    # validation-vs-time plot draws the finished ones.
+    assert "| genni beta 1 | 3.0 | 1.50 | 5.25 ± 0.35 | 7.25 ± 0.35 | 100% |" in text
+    assert "Not run yet: genni beta 0.1, genni growing beta m=1." in text
+    assert os.path.exists(tmp_path / "r" / "valid_vs_time.png")
     verdicts = json.loads((tmp_path / "r" / report.RESULTS_FILE).read_text())["claims"]
     assert verdicts[0]["reproduced"] is True
     assert [v["reproduced"] for v in verdicts[1:]] == [None] * 4
