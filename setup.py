@@ -24,6 +24,8 @@ EXTRAS_REQUIRE = {
     "dev": ["pytest>=8", "ruff>=0.6"],
     # Runners beyond the DirectRunner.
     "gcp": ["apache-beam[gcp]==2.77.0"],
+    # The same TensorFlow with CUDA 12 and cuDNN 9 as wheels (NVIDIA GPUs).
+    "gpu": ["tensorflow[and-cuda]==2.21.0"],
 }
 
 setup(
