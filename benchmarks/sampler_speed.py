@@ -24,6 +24,8 @@ import time
 
 from _common import SHARED_DATA, machine, write_results
 
+from pipeline import speed
+
 CONFIGS = {
     "uniform": dict(sampler="uniform"),
     "genni_beta1": dict(sampler="genni", beta=1.0),
@@ -42,41 +44,6 @@ def beauty_data(tmp: str) -> str:
     out = os.path.join(tmp, "beauty")
     inmemory.run(PreprocessConfig(input=str(SHARED_DATA / "Beauty.txt"), output=out))
     return out
-
-
-def step_times(data_dir: str, rounds: int, steps: int) -> dict[str, list[float]]:
-    import tensorflow as tf
-
-    from pipeline import data, schema, train
-    from pipeline.configs import TrainConfig
-
-    info = schema.DatasetInfo.load(data_dir)
-    batches = list(
-        data.train_dataset(
-            data.records(data_dir, schema.TRAIN), info.max_len, 256, 0, 0
-        ).take(steps)
-    )
-    steps_fn = {}
-    for name, overrides in CONFIGS.items():
-        config = TrainConfig(data=data_dir, output="", **overrides)
-        model = train.build_model(config, info, None)
-        fn = tf.function(model.train_step, reduce_retracing=True)
-        for batch in batches:  # Trace and warm up.
-            fn(batch)
-        steps_fn[name] = fn
-    times: dict[str, list[float]] = {name: [] for name in CONFIGS}
-    for r in range(rounds):
-        for name, fn in steps_fn.items():
-            start = time.perf_counter()
-            for batch in batches:
-                logs = fn(batch)
-            float(logs["mean_loss"])
-            times[name].append((time.perf_counter() - start) / len(batches))
-        print(
-            f"  round {r + 1}: "
-            + ", ".join(f"{n} {1000 * t[-1]:.0f} ms/step" for n, t in times.items())
-        )
-    return times
 
 
 def scale_point(num_items: int) -> dict:
@@ -127,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             data_dir = beauty_data(tmp)
         print(f"Part 1: training steps on {data_dir}")
-        times = step_times(data_dir, args.rounds, args.steps)
+        times = speed.step_times(data_dir, CONFIGS, args.rounds, args.steps)
     medians = {name: statistics.median(t) for name, t in times.items()}
     ratios = {
         name: medians[name] / medians["uniform"]

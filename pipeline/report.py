@@ -12,6 +12,9 @@ Each run is keyed by its full configuration (seed included) and lives in
 `RUNS_DIR/<name>-<hash>`: a run with `metrics.json` is never trained again, a
 run with a checkpoint resumes, so an interrupted grid continues where it
 stopped. `--quick` runs a reduced grid (few epochs, one seed) as a smoke check.
+The efficiency table's speed comes from training steps of each sampler timed
+side by side in one process (`REPORT_DIR/speed.json`, timed once), not from the
+runs' own epoch times, which depend on what else shared the machine.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import statistics
 import time
@@ -29,6 +33,9 @@ from pipeline.configs import TrainConfig
 REPORT_FILE = "report.md"
 RESULTS_FILE = "results.json"
 CASE_STUDY_FILE = "case_study.json"
+SPEED_FILE = "speed.json"
+# Timed side by side; growing beta costs what its current beta costs.
+TIMED = ("uniform", "genni beta 0.1", "genni beta 1")
 METRICS = ("HR@5", "HR@10", "NDCG@5", "NDCG@10")
 SELF_ADJUST_STEP = 0.001
 
@@ -68,6 +75,8 @@ class Grid:
     beta_growth: float
     case_epochs: tuple[int, ...]
     case_users: int = 3
+    speed_rounds: int = 5  # Side-by-side step timing of the efficiency table.
+    speed_steps: int = 10
 
 
 FULL = Grid(
@@ -93,6 +102,8 @@ QUICK = Grid(
     initial_alphas=(0.0, 2.5),
     beta_growth=1.0,
     case_epochs=(1, 3),
+    speed_rounds=2,
+    speed_steps=3,
 )
 
 
@@ -354,6 +365,43 @@ def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
 # ----------------------------------------------------------------- rendering
 
 
+def measure_speed(data: str, grid: Grid, output: str) -> dict:
+    """Step time of the efficiency table's samplers, side by side in one process.
+
+    The runs' own epoch times depend on what else shared the machine; these do
+    not (their ratios at least). Written to `REPORT_DIR/speed.json`.
+    """
+    from pipeline import speed
+
+    configs = dict(experiments(grid)["efficiency"])
+    times = speed.step_times(
+        data,
+        {label: configs[label] for label in TIMED},
+        grid.speed_rounds,
+        grid.speed_steps,
+        verbose=False,
+    )
+    info = schema.DatasetInfo.load(data)
+    batch_size = TrainConfig(data=data, output="").batch_size
+    result = {
+        "ms_per_step": {
+            label: 1000 * statistics.median(t) for label, t in times.items()
+        },
+        "steps_per_epoch": math.ceil((info.num_train_examples or 0) / batch_size),
+        "batch_size": batch_size,
+        "rounds": grid.speed_rounds,
+        "steps": grid.speed_steps,
+        "cpus": os.cpu_count(),
+    }
+    os.makedirs(output, exist_ok=True)
+    rundir.write_json(os.path.join(output, SPEED_FILE), result)
+    return result
+
+
+def _seconds_per_epoch(speed: dict, label: str) -> float:
+    return speed["ms_per_step"][label] * speed["steps_per_epoch"] / 1000
+
+
 def _mean_std(values: list[float]) -> tuple[float, float]:
     if not values:
         return float("nan"), float("nan")
@@ -561,37 +609,61 @@ def _main_section(table: dict, paper: dict, output: str) -> list[str]:
     return lines
 
 
-def _efficiency_section(table: dict, paper: dict, output: str) -> list[str]:
-    eff, missing = _finished(table, "efficiency")
-    _need(table, "efficiency", ["uniform"])
-    base = statistics.mean(m["seconds_per_epoch"] for m in eff["uniform"])
-    beta1 = eff.get("genni beta 1") and _mean(
+def _efficiency_section(
+    table: dict, paper: dict, output: str, speed: dict | None = None
+) -> list[str]:
+    """Side-by-side step times (when timed) and each finished run's quality."""
+    rows = table.get("efficiency", {})
+    if not speed:
+        _finished(table, "efficiency")  # NotRun when nothing can be shown.
+    done = {label: metrics for label, metrics in rows.items() if metrics}
+    beta1 = done.get("genni beta 1") and _mean(
         table, "efficiency", "genni beta 1", "HR@5"
     )
-    lines = [
-        f"Paper: {PAPER_EFFICIENCY}.",
-        "",
-        "Seconds per epoch are each run's median; runs that shared the machine "
-        "with others are slowed by them, so `benchmarks/sampler_speed.py`, which "
-        "times the samplers side by side in one process, is the speed measurement.",
-        "",
-        _row("sampler", "s / epoch", "x uniform", "HR@5", "NDCG@5", "HR@5 vs beta 1"),
-        "|---|---|---|---|---|---|",
+    lines = [f"Paper: {PAPER_EFFICIENCY}.", ""]
+    if speed:
+        lines += [
+            f"Speed: training steps (batch {speed['batch_size']}) of each sampler "
+            f"timed side by side in one process, median of {speed['rounds']} "
+            f"interleaved rounds of {speed['steps']} steps on {speed['cpus']} CPUs; "
+            f"s / epoch = ms / step x {speed['steps_per_epoch']} steps. Growing "
+            "beta costs what its current beta costs.",
+            "",
+        ]
+    else:
+        lines += [f"Speed: not timed ({SPEED_FILE} missing).", ""]
+    lines += [
+        _row(
+            "sampler",
+            "ms / step",
+            "s / epoch",
+            "x uniform",
+            "HR@5",
+            "NDCG@5",
+            "HR@5 vs beta 1",
+        ),
+        "|---|---|---|---|---|---|---|",
     ]
-    for label, metrics in eff.items():
-        seconds = statistics.mean(m["seconds_per_epoch"] for m in metrics)
-        hr5 = _mean_std(_test(metrics, "HR@5"))[0]
-        lines.append(
-            _row(
-                label,
-                f"{seconds:.1f}",
-                f"{seconds / base:.2f}",
-                _fmt(_test(metrics, "HR@5")),
-                _fmt(_test(metrics, "NDCG@5")),
+    for label in rows:
+        cost = ("-", "-", "-")
+        if speed and label in speed["ms_per_step"]:
+            ms = speed["ms_per_step"]
+            cost = (
+                f"{ms[label]:.0f}",
+                f"{_seconds_per_epoch(speed, label):.1f}",
+                f"{ms[label] / ms['uniform']:.2f}",
+            )
+        if label in done:
+            hr5 = _mean_std(_test(done[label], "HR@5"))[0]
+            quality = (
+                _fmt(_test(done[label], "HR@5")),
+                _fmt(_test(done[label], "NDCG@5")),
                 f"{100 * hr5 / beta1:.0f}%" if beta1 else "-",
             )
-        )
-    return lines + _still_missing(missing)
+        else:
+            quality = ("not run yet",) * 3
+        lines.append(_row(label, *cost, *quality))
+    return lines
 
 
 def _sweep_section(experiment: str, title: str, xlabel: str, logx: bool):
@@ -645,15 +717,19 @@ def _bpr_section(table: dict, paper: dict, output: str) -> list[str]:
     return lines
 
 
-def _time_section(table: dict, paper: dict, output: str) -> list[str]:
+def _time_section(
+    table: dict, paper: dict, output: str, speed: dict | None = None
+) -> list[str]:
     eff, _ = _finished(table, "efficiency")
     series = {}
-    for label in ("uniform", "genni beta 0.1", "genni beta 1"):
+    for label in TIMED:
         if label not in eff:
             continue
         clock, xs, ys = 0.0, [], []
         for record in eff[label][0]["history"]:
-            clock += record["train_seconds"]
+            clock += (
+                _seconds_per_epoch(speed, label) if speed else record["train_seconds"]
+            )
             if "valid" in record:
                 xs.append(clock)
                 ys.append(record["valid"]["NDCG@10"])
@@ -661,10 +737,17 @@ def _time_section(table: dict, paper: dict, output: str) -> list[str]:
     _plot(
         os.path.join(output, "valid_vs_time.png"),
         "valid NDCG@10 vs training time (first seed)",
-        "training seconds",
+        "training seconds" + (" (epochs x side-by-side s / epoch)" if speed else ""),
         series,
     )
-    return ["![valid vs time](valid_vs_time.png)"]
+    how = (
+        "Training time is each epoch's side-by-side time (efficiency table) "
+        "times the epochs run, so the runs' shared-machine slowdowns do not "
+        "distort it."
+        if speed
+        else "Training time is the runs' own, measured while they shared the machine."
+    )
+    return ["![valid vs time](valid_vs_time.png)", "", how]
 
 
 def _self_adjust_section(table: dict, paper: dict, output: str) -> list[str]:
@@ -755,6 +838,7 @@ SECTIONS = (
     ("Validation NDCG@10 vs training time", _time_section),
     ("Self-adjusted curriculum vs initial alpha", _self_adjust_section),
 )
+USE_SPEED = (_efficiency_section, _time_section)
 
 
 def render(
@@ -764,8 +848,11 @@ def render(
     case: dict | None,
     dataset: str | None,
     commands: list[str],
+    speed: dict | None = None,
 ) -> str:
     """Write report.md and the plots into `output`; returns the Markdown.
+
+    `speed`: the side-by-side step times of `measure_speed` (None: not timed).
 
     Sections whose runs have not all finished say so (and claims resting on
     them are "not run"), so a report renders at any point of the grid.
@@ -785,8 +872,9 @@ def render(
     ]
     for title, section in SECTIONS:
         lines += [f"## {title}", ""]
+        timed = {"speed": speed} if section in USE_SPEED else {}
         try:
-            lines += section(table, paper, output)
+            lines += section(table, paper, output, **timed)
         except NotRun as e:
             lines.append(f"Not run yet ({e}).")
         lines.append("")
@@ -859,7 +947,12 @@ def report(
         case = case_study(dataclasses.replace(main_genni, output=""), grid, output)
     elif os.path.exists(os.path.join(output, CASE_STUDY_FILE)):
         case = rundir.read_json(os.path.join(output, CASE_STUDY_FILE))
-    text = render(output, runs, results, case, dataset, commands or [])
+    speed_path = os.path.join(output, SPEED_FILE)
+    if os.path.exists(speed_path):  # Timed once per report directory.
+        speed = rundir.read_json(speed_path)
+    else:
+        speed = measure_speed(data, grid, output)
+    text = render(output, runs, results, case, dataset, commands or [], speed)
     if verbose:
         print(
             f"Report: {os.path.join(output, REPORT_FILE)} "

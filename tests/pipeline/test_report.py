@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import re
 
 import pytest
 
@@ -92,7 +93,21 @@ def test_report_renders_from_finished_runs(tmp_path, monkeypatch):
         ],
     }
     out = tmp_path / "report"
-    text = report.render(str(out), runs, results, case, "beauty", ["genni report ..."])
+    speed = {
+        "ms_per_step": {
+            "uniform": 100.0,
+            "genni beta 0.1": 105.0,
+            "genni beta 1": 140.0,
+        },
+        "steps_per_epoch": 88,
+        "batch_size": 256,
+        "rounds": 5,
+        "steps": 10,
+        "cpus": 2,
+    }
+    text = report.render(
+        str(out), runs, results, case, "beauty", ["genni report ..."], speed
+    )
     for plot in ("alpha", "beta", "k", "valid_vs_time", "self_adjust"):
         assert (out / f"{plot}.png").stat().st_size > 1000
     assert (out / report.REPORT_FILE).read_text() == text
@@ -102,6 +117,9 @@ def test_report_renders_from_finished_runs(tmp_path, monkeypatch):
     assert f"| SASRec_GenNi | {mean:.2f} ± 0.35 | {mean + 1:.2f} ± 0.35 |" in text
     assert "| SASRec_GenNi (paper) | 6.30 | 8.79 | 4.48 | 5.33 |" in text
     assert "| 1 | B001 (0.50, 3) | B007 (0.90, 0.200) |" in text
+    # Efficiency: the side-by-side step times, not the runs' own epoch times.
+    assert f"| genni beta 1 | 140 | 12.3 | 1.40 | {mean:.2f} ± 0.35 |" in text
+    assert "| genni growing beta m=1 | - | - | - |" in text
     verdicts = {
         c["claim"]: c["reproduced"]
         for c in json.loads((out / report.RESULTS_FILE).read_text())["claims"]
@@ -180,8 +198,12 @@ def test_report_renders_a_partial_grid(tmp_path):
     assert "Not run yet: 0, 5." in text
     # Efficiency: the finished samplers against uniform, the others named; the
     # validation-vs-time plot draws the finished ones.
-    assert "| genni beta 1 | 3.0 | 1.50 | 5.25 ± 0.35 | 7.25 ± 0.35 | 100% |" in text
-    assert "Not run yet: genni beta 0.1, genni growing beta m=1." in text
+    assert "Speed: not timed" in text
+    assert "| genni beta 1 | - | - | - | 5.25 ± 0.35 | 7.25 ± 0.35 | 100% |" in text
+    assert (
+        "| genni beta 0.1 | - | - | - | not run yet | not run yet | not run yet |"
+        in text
+    )
     assert os.path.exists(tmp_path / "r" / "valid_vs_time.png")
     verdicts = json.loads((tmp_path / "r" / report.RESULTS_FILE).read_text())["claims"]
     assert verdicts[0]["reproduced"] is True
@@ -249,6 +271,27 @@ def test_case_study_on_tiny_data(tmp_path):
             assert probabilities == sorted(probabilities, reverse=True)
             assert user["target"] not in [n["item"] for n in user["negatives"]]
     assert os.path.exists(tmp_path / report.CASE_STUDY_FILE)
+
+
+def test_speed_is_timed_side_by_side_once_per_report(tmp_path, monkeypatch):
+    data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=3, max_len=6)
+    grid = dataclasses.replace(GRID, speed_rounds=2, speed_steps=1)
+    speed = report.measure_speed(data, grid, str(tmp_path / "r"))
+    assert set(speed["ms_per_step"]) == set(report.TIMED)
+    assert all(ms > 0 for ms in speed["ms_per_step"].values())
+    assert speed["steps_per_epoch"] == 1  # 80 users, batch 256.
+    saved = json.loads((tmp_path / "r" / report.SPEED_FILE).read_text())
+    assert saved == speed
+    # A report renders with the saved times and does not time again.
+    monkeypatch.setattr(report, "measure_speed", pytest.fail)
+    text = report.report(
+        data, str(tmp_path / "r"), None, True, None, None, 0, report_only=True
+    )
+    assert "side by side in one process, median of 2 interleaved rounds" in text
+    # Timed before any run has finished: the times show, the quality waits.
+    assert re.search(
+        r"\| genni beta 1 \| \d+ \| [\d.]+ \| [\d.]+ \| not run yet \|", text
+    )
 
 
 def test_report_needs_a_dataset(tmp_path, capsys):

@@ -1,0 +1,73 @@
+"""Training-step time of several configurations, measured side by side.
+
+Each configuration gets its own model; after tracing and a warm-up, their
+steps run interleaved round by round in one process on the same batches, so
+whatever else the machine is doing slows all of them alike and the ratios
+between them are fair. Used by `benchmarks/sampler_speed.py` and by the
+efficiency table of `genni report`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pipeline.configs import TrainConfig
+
+
+def step_times(
+    data_dir: str,
+    configs: dict[str, dict],
+    rounds: int = 5,
+    steps: int = 10,
+    verbose: bool = True,
+) -> dict[str, list[float]]:
+    """Seconds per training step of each configuration, one entry per round.
+
+    Args:
+        data_dir: output of `genni preprocess`.
+        configs: name -> `TrainConfig` overrides (sampler, alpha, beta, ...).
+        rounds: interleaved rounds; take the median over them.
+        steps: training steps per configuration and round (the first `steps`
+            batches of the training split, the same for every configuration).
+        verbose: print each round's times.
+    """
+    import tensorflow as tf
+
+    from pipeline import data, schema, train
+
+    if rounds < 1 or steps < 1:
+        raise ValueError(f"rounds and steps must be positive. Got {rounds}, {steps}.")
+    info = schema.DatasetInfo.load(data_dir)
+    step_fns = {}
+    batches = None
+    for name, overrides in configs.items():
+        config = TrainConfig(data=data_dir, output="", **overrides)
+        if batches is None:
+            batches = list(
+                data.train_dataset(
+                    data.records(data_dir, schema.TRAIN),
+                    info.max_len,
+                    config.batch_size,
+                    config.seed,
+                    0,
+                ).take(steps)
+            )
+        model = train.build_model(config, info, None)
+        fn = tf.function(model.train_step, reduce_retracing=True)
+        for batch in batches:  # Trace and warm up.
+            fn(batch)
+        step_fns[name] = fn
+    times: dict[str, list[float]] = {name: [] for name in configs}
+    for r in range(rounds):
+        for name, fn in step_fns.items():
+            start = time.perf_counter()
+            for batch in batches:
+                logs = fn(batch)
+            float(logs["mean_loss"])  # Wait for the last step.
+            times[name].append((time.perf_counter() - start) / len(batches))
+        if verbose:
+            print(
+                f"  round {r + 1}: "
+                + ", ".join(f"{n} {1000 * t[-1]:.0f} ms/step" for n, t in times.items())
+            )
+    return times
