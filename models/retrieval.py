@@ -71,9 +71,12 @@ class SequentialRetrievalModel(tfrs.Model):
 
     def train_step(self, features: dict) -> dict[str, tf.Tensor]:
         """As `tfrs.Model.train_step`, reporting only this model's metrics."""
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
         with tf.GradientTape() as tape:
             loss = self.compute_loss(features, training=True)
             total_loss = loss + tf.add_n([tf.constant(0.0), *self.losses])
+            if replicas > 1:  # Replica gradients are summed: average them.
+                total_loss = total_loss / replicas
         gradients = tape.gradient(total_loss, self.trainable_variables)
         self.optimizer.apply_gradients(
             zip(gradients, self.trainable_variables, strict=True)
@@ -114,6 +117,18 @@ class SequentialRetrievalModel(tfrs.Model):
         self.negative_score.update_state(negative_logits)
         if isinstance(self.sampler, GenNiSampler):
             if training and self.curriculum is not None:
-                self.curriculum(self.sampler.alpha, loss)
+                self.curriculum(self.sampler.alpha, _global_mean(loss))
             self.alpha_metric.update_state(self.sampler.alpha)
         return loss
+
+
+def _global_mean(value: tf.Tensor) -> tf.Tensor:
+    """The mean of `value` over the replicas of a distributed step (else itself).
+
+    Every replica then moves its copy of a mirrored variable (the self-adjusted
+    alpha) by the same amount, so the copies stay equal.
+    """
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.MEAN, value)

@@ -101,7 +101,12 @@ def _train(args: argparse.Namespace, extra: list[str]) -> int:
     from pipeline import train, train_args
 
     config = train_args.config_from_args(args)
-    result = train.train(config, resume=args.resume, verbose=0 if args.quiet else 1)
+    result = train.train(
+        config,
+        resume=args.resume,
+        verbose=0 if args.quiet else 1,
+        strategy=train.make_strategy(args.strategy),
+    )
     print(format_metrics(result))
     print(f"Metrics: {os.path.join(config.output, train.METRICS_FILE)}")
     return 0

@@ -18,6 +18,7 @@ all randomness (dropout, sampler) comes from generators saved in checkpoints.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import statistics
@@ -142,8 +143,35 @@ def _initial_state() -> dict:
     }
 
 
-def train(config: TrainConfig, resume: bool = False, verbose: int = 1) -> dict:
-    """Train, early-stop on valid NDCG@10, test the best epoch; returns metrics."""
+STRATEGIES = ("default", "mirrored")
+
+
+def make_strategy(name: str) -> tf.distribute.Strategy | None:
+    """A `tf.distribute` strategy by name (None: TensorFlow's default, no scope).
+
+    "mirrored": `tf.distribute.MirroredStrategy` over every local GPU (the CPU
+    when there is none): each batch is split over the replicas and gradients
+    are all-reduced.
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {name!r}; expected one of {STRATEGIES}.")
+    return tf.distribute.MirroredStrategy() if name == "mirrored" else None
+
+
+def train(
+    config: TrainConfig,
+    resume: bool = False,
+    verbose: int = 1,
+    strategy: tf.distribute.Strategy | None = None,
+) -> dict:
+    """Train, early-stop on valid NDCG@10, test the best epoch; returns metrics.
+
+    `strategy`: a `tf.distribute.Strategy` to build and train the model under
+    (None: no strategy). `config.batch_size` is then the global batch, split
+    over its replicas. The strategy is how a run is executed, not part of its
+    settings, but dropout and sampling draw per-replica streams: a run is
+    reproducible under the strategy (and replica count) it started with.
+    """
     info = schema.DatasetInfo.load(config.data)
     state = rundir.prepare(config.output, config.to_dict(), resume, _initial_state())
     tf.keras.utils.set_random_seed(config.seed)
@@ -152,22 +180,26 @@ def train(config: TrainConfig, resume: bool = False, verbose: int = 1) -> dict:
         if config.sampler == "popularity"
         else None
     )
-    model = build_model(config, info, counts)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-    manager = tf.train.CheckpointManager(
-        checkpoint, os.path.join(config.output, CHECKPOINT_DIR), max_to_keep=2
-    )
-    best_path = os.path.join(config.output, BEST_DIR, "weights")
-    best = tf.train.Checkpoint(model=model)
-    if state["checkpoint"]:
-        checkpoint.restore(state["checkpoint"]).assert_existing_objects_matched()
-        print(f"Resumed {config.output} at epoch {state['epoch']}.")
-    elif config.init_from:
-        from pipeline import pretrain
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        model = build_model(config, info, counts)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        manager = tf.train.CheckpointManager(
+            checkpoint, os.path.join(config.output, CHECKPOINT_DIR), max_to_keep=2
+        )
+        best_path = os.path.join(config.output, BEST_DIR, "weights")
+        best = tf.train.Checkpoint(model=model)
+        if state["checkpoint"]:
+            checkpoint.restore(state["checkpoint"]).assert_existing_objects_matched()
+            print(f"Resumed {config.output} at epoch {state['epoch']}.")
+        elif config.init_from:
+            from pipeline import pretrain
 
-        loaded = pretrain.initialize(model.encoder, config)
-        if verbose:
-            print(f"Initialized {len(loaded)} encoder weights from {config.init_from}.")
+            loaded = pretrain.initialize(model.encoder, config)
+            if verbose:
+                print(
+                    f"Initialized {len(loaded)} encoder weights from "
+                    f"{config.init_from}."
+                )
 
     cached_train = data.records(config.data, schema.TRAIN).cache()
     valid = Evaluator(config.data, schema.VALID, info.max_len)

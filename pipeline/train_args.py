@@ -127,6 +127,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume", action="store_true", help="Continue the killed run in --output."
     )
+    parser.add_argument(
+        "--strategy",
+        choices=("default", "mirrored"),
+        default="default",
+        help="tf.distribute strategy: 'mirrored' trains data-parallel on every "
+        "local GPU (--batch-size is then the global batch). Not a setting of the "
+        "run: resume under the strategy it started with to get the same run.",
+    )
     parser.add_argument("--quiet", action="store_true", help="No progress bars.")
 
 

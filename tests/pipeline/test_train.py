@@ -148,12 +148,15 @@ def test_cli_train_with_config_file_and_flags(dataset, tmp_path, capsys):
             str(settings),
             "--epochs",
             "2",
+            "--strategy",
+            "mirrored",  # One replica here (no GPU): the same code path.
             "--quiet",
         ]
     )
     assert code == 0
     saved = read_json(out / train.CONFIG_FILE)
     assert saved["alpha"] == 1.5 and saved["epochs"] == 2  # The flag wins.
+    assert "strategy" not in saved  # How a run executes, not what it is.
     assert "test (%)" in capsys.readouterr().out
     assert cli.main(["evaluate", "--run", str(out), "--split", "valid", "--json"]) == 0
     assert "NDCG@10" in json.loads(capsys.readouterr().out)
