@@ -1,0 +1,137 @@
+"""Runs of `genni train` side by side: what differs, validation and test.
+
+For settings explored outside the fixed variants of `reproduce.py` (alpha,
+k, layers, ...), on one dataset. A finished run shows its test metrics at the
+best validation epoch; a run still going (or stopped) shows its best
+validation NDCG@10 so far and the epoch it reached, and no test numbers.
+
+    python benchmarks/compare_runs.py RUN_DIR [RUN_DIR ...] --name toys_levers \
+        [--title "Toys: levers tried"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from _common import machine, write_results
+
+from pipeline import rundir
+
+# Settings that never change what a run learns, left out of the comparison.
+IGNORED = {"data", "output", "epochs", "patience"}
+
+
+def load(run_dir: str) -> dict:
+    """A run's config and progress, finished or not."""
+    config = rundir.read_json(os.path.join(run_dir, rundir.CONFIG_FILE))
+    metrics_path = os.path.join(run_dir, "metrics.json")
+    if os.path.exists(metrics_path):
+        metrics = rundir.read_json(metrics_path)
+        history = metrics["history"]
+        finished = True
+        test = metrics["test"]
+    else:
+        state_path = os.path.join(run_dir, rundir.STATE_FILE)
+        history = (
+            rundir.read_json(state_path)["history"]
+            if os.path.exists(state_path)
+            else []
+        )
+        finished = False
+        test = None
+    scored = [r for r in history if "valid" in r]
+    best = max(scored, key=lambda r: r["valid"]["NDCG@10"], default=None)
+    return {
+        "run": os.path.basename(os.path.normpath(run_dir)),
+        "config": config,
+        "finished": finished,
+        "epochs": len(history),
+        "best_epoch": best["epoch"] if best else None,
+        "best_valid_ndcg10": best["valid"]["NDCG@10"] if best else None,
+        "best_valid_hr10": best["valid"]["HR@10"] if best else None,
+        "test": test,
+    }
+
+
+def differing(runs: list[dict]) -> list[str]:
+    """The settings whose values are not the same in every run."""
+    keys = sorted({k for r in runs for k in r["config"]} - IGNORED)
+    return [k for k in keys if len({repr(r["config"].get(k)) for r in runs}) > 1]
+
+
+def _value(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def markdown(runs: list[dict], title: str, command: str) -> str:
+    keys = differing(runs)
+    head = ["run", *keys, "status", "best valid NDCG@10 (epoch)", "valid HR@10"]
+    head += ["test HR@10", "test NDCG@10"]
+    lines = [f"# {title}", "", "| " + " | ".join(head) + " |"]
+    lines.append("|" + "---|" * len(head))
+    for r in runs:
+        status = (
+            f"finished, {r['epochs']} epochs"
+            if r["finished"]
+            else f"not finished, {r['epochs']} epochs"
+        )
+        best = (
+            f"{r['best_valid_ndcg10']:.2f} ({r['best_epoch']})"
+            if r["best_epoch"]
+            else "-"
+        )
+        hr = f"{r['best_valid_hr10']:.2f}" if r["best_epoch"] else "-"
+        test = (
+            [f"{r['test']['HR@10']:.2f}", f"{r['test']['NDCG@10']:.2f}"]
+            if r["test"]
+            else ["-", "-"]
+        )
+        cells = [
+            r["run"],
+            *(_value(r["config"].get(k)) for k in keys),
+            status,
+            best,
+            hr,
+        ]
+        lines.append("| " + " | ".join(cells + test) + " |")
+    lines += [
+        "",
+        "Metrics in %. Test numbers only for finished runs (at the best validation "
+        "epoch); an unfinished run shows its best validation epoch so far.",
+        "",
+        f"Command: `{command}`",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="Run directories of `genni train`.")
+    parser.add_argument("--name", required=True, help="Results file name.")
+    parser.add_argument("--title", default=None, help="Heading of the table.")
+    args = parser.parse_args(argv)
+    missing = [
+        r for r in args.runs if not os.path.exists(os.path.join(r, "config.json"))
+    ]
+    if missing:
+        print(f"Not runs of `genni train`: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    runs = [load(r) for r in args.runs]
+    command = "python benchmarks/compare_runs.py " + " ".join(
+        [*args.runs, "--name", args.name]
+    )
+    text = markdown(runs, args.title or args.name, command)
+    print(text)
+    write_results(
+        args.name,
+        {"runs": runs, "differing": differing(runs), "machine": machine()},
+        text,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
