@@ -15,7 +15,7 @@ from components import losses
 from components.samplers import GenNiSampler, NegativeSampler
 from components.schedules import SelfAdjustingAlpha
 from models.sasrec import SASRecEncoder
-from pipeline import schema
+from pipeline import packing, schema
 
 
 class SequentialRetrievalModel(tfrs.Model):
@@ -63,6 +63,26 @@ class SequentialRetrievalModel(tfrs.Model):
         """[B, T] ids -> [B, d] h at the last position (inference mode)."""
         return self.encoder(input_ids, training=False)[:, -1, :]
 
+    def packed_query_embeddings(self, packed: dict, batch_size: tf.Tensor) -> tf.Tensor:
+        """[batch_size, d] h at each example's last item, from a packed batch.
+
+        `packed` as `pipeline.packing.pack_inputs` makes it; equal to
+        `query_embeddings` of the unpacked batch (an example with no items
+        gets zeros).
+        """
+        outputs = self.encoder(
+            packed[schema.INPUT_IDS],
+            training=False,
+            positions=packed[packing.POSITIONS],
+            segments=packed[packing.SEGMENTS],
+        )
+        indices, examples = packing.last_tokens(packed)
+        return tf.scatter_nd(
+            examples[:, None],
+            tf.gather_nd(outputs, indices),
+            tf.stack([tf.cast(batch_size, tf.int64), tf.shape(outputs, tf.int64)[2]]),
+        )
+
     def call(self, input_ids: tf.Tensor) -> tf.Tensor:
         """Scores of every item ([B, num_items + 1]) for the next position."""
         return tf.matmul(
@@ -88,7 +108,12 @@ class SequentialRetrievalModel(tfrs.Model):
         )
 
     def compute_loss(self, features: dict, training: bool = False) -> tf.Tensor:
-        outputs = self.encoder(features[schema.INPUT_IDS], training=training)
+        outputs = self.encoder(
+            features[schema.INPUT_IDS],
+            training=training,
+            positions=features.get(packing.POSITIONS),
+            segments=features.get(packing.SEGMENTS),
+        )
         targets = tf.cast(features[schema.TARGET_IDS], tf.int64)
         at_target = targets > schema.PADDING_ID  # (B, T)
         queries = tf.boolean_mask(outputs, at_target)  # (N, d)
@@ -102,7 +127,10 @@ class SequentialRetrievalModel(tfrs.Model):
             return loss
         exclude = None
         if self.exclude_seen:
-            rows = tf.where(at_target)[:, 0]
+            if packing.TOKEN_USERS in features:  # Packed: each token's example.
+                rows = tf.boolean_mask(features[packing.TOKEN_USERS], at_target)
+            else:
+                rows = tf.where(at_target)[:, 0]
             exclude = tf.gather(features[schema.USER_ITEMS], rows)
         negatives = self.sampler(queries, positives, table, exclude=exclude)  # (N, k)
         positive_logits, negative_logits = losses.sampled_logits(

@@ -236,6 +236,8 @@ class SASRecEncoder(tf.keras.layers.Layer):
         training: bool = False,
         causal: bool = True,
         item_vectors: tf.Tensor | None = None,
+        positions: tf.Tensor | None = None,
+        segments: tf.Tensor | None = None,
     ) -> tf.Tensor:
         """input_ids: [B, T] int, T <= max_len, left-padded -> [B, T, d].
 
@@ -249,14 +251,22 @@ class SASRecEncoder(tf.keras.layers.Layer):
                 position, as S3-Rec pre-training does).
             item_vectors: optional [B, T, d] used instead of looking up
                 `input_ids` (pre-training puts a mask token at some positions).
+            positions, segments: [B, T] of a packed batch (`pipeline.packing`):
+                each token's column in its unpacked input, and which sequence
+                of the row it belongs to (0: padding). A token then attends
+                only to its own sequence, and its output is the unpacked one.
         """
         input_ids = tf.cast(input_ids, tf.int64)
         length = tf.shape(input_ids)[1]
+        if item_vectors is None:
+            item_vectors = self.item_embedding(input_ids)
+        if segments is not None:
+            return self._packed(
+                item_vectors, positions, segments, length, training, causal
+            )
         # Positions count from the right: the last item is always at max_len - 1,
         # so cutting away leading padding columns changes no output.
         positions = tf.range(self.max_len - length, self.max_len)
-        if item_vectors is None:
-            item_vectors = self.item_embedding(input_ids)
         x = item_vectors + self.position_embedding(positions)[None]
         x = self.input_dropout(self.input_norm(x), training=training)  # (B, T, d)
         keys = tf.cast(input_ids > schema.PADDING_ID, x.dtype)[:, None, None, :]
@@ -268,6 +278,36 @@ class SASRecEncoder(tf.keras.layers.Layer):
         # fully masked and nothing from later positions can leak into any output.
         diagonal = tf.eye(length, dtype=x.dtype)[None, None]
         allowed = tf.maximum(keys * order[None, None], diagonal)  # (B, 1, T, T)
+        bias = (1.0 - allowed) * MASK_VALUE
+        for block in self.blocks:
+            x = block(x, bias, training=training)
+        return x
+
+    def _packed(
+        self,
+        item_vectors: tf.Tensor,
+        positions: tf.Tensor,
+        segments: tf.Tensor,
+        length: tf.Tensor,
+        training: bool,
+        causal: bool,
+    ) -> tf.Tensor:
+        """The encoder over packed rows: per-token positions, per-segment attention."""
+        positions = tf.cast(positions, tf.int64) + tf.cast(
+            self.max_len - length, tf.int64
+        )
+        x = item_vectors + self.position_embedding(positions)
+        x = self.input_dropout(self.input_norm(x), training=training)  # (R, T, d)
+        segments = tf.cast(segments, tf.int64)
+        same = tf.logical_and(
+            tf.equal(segments[:, :, None], segments[:, None, :]),
+            segments[:, None, :] > 0,
+        )  # (R, query, key)
+        allowed = tf.cast(same, x.dtype)
+        if causal:  # Segments are contiguous: earlier columns are earlier items.
+            allowed *= tf.linalg.band_part(tf.ones([length, length], x.dtype), -1, 0)
+        diagonal = tf.eye(length, dtype=x.dtype)[None]
+        allowed = tf.maximum(allowed, diagonal)[:, None]  # (R, 1, T, T)
         bias = (1.0 - allowed) * MASK_VALUE
         for block in self.blocks:
             x = block(x, bias, training=training)

@@ -113,7 +113,9 @@ class TrainConfig(_Settings):
     (popularity exponent), `exclude_seen` (the sampler never draws the
     user's items), `max_logits` (GenNi memory bound). Training: `loss`,
     `epochs`, `patience` (epochs without a better valid NDCG@10),
-    `eval_every`, `batch_size`, `learning_rate`, `seed`. `init_from`: a
+    `eval_every`, `batch_size`, `learning_rate`, `seed`, `pack` (several
+    sequences per row of a training batch: the same outputs and loss, a
+    fraction of the encoder's work; see `pipeline.packing`). `init_from`: a
     `genni pretrain` directory whose encoder weights start the run.
     """
 
@@ -143,6 +145,7 @@ class TrainConfig(_Settings):
     attention_dropout: float = 0.5
     seed: int = 0
     init_from: str | None = None
+    pack: bool = False
 
     def __post_init__(self) -> None:
         self._check_choice("sampler", SAMPLERS)

@@ -46,11 +46,13 @@ def train_dataset(
     seed: int,
     epoch: int,
     num_examples: int | None = None,
+    pack: bool = False,
 ) -> tf.data.Dataset:
     """One epoch of training batches, shuffled by (seed, epoch) alone.
 
     The order depends on nothing else, so a resumed run sees the same batches
-    as an uninterrupted one.
+    as an uninterrupted one. `pack`: each batch's sequences packed into as few
+    rows as fit (`pipeline.packing`).
     """
     shuffled = cached.shuffle(
         buffer_size=1 << 20,
@@ -59,7 +61,16 @@ def train_dataset(
     )
     if num_examples is not None:  # Lets progress bars show the epoch length.
         shuffled = shuffled.apply(tf.data.experimental.assert_cardinality(num_examples))
-    return batches(shuffled, max_len, schema.TRAIN, batch_size)
+    out = batches(shuffled, max_len, schema.TRAIN, batch_size)
+    if pack:
+        from pipeline import packing
+
+        out = out.map(
+            lambda features: packing.pack_features(features, max_len),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        ).prefetch(tf.data.AUTOTUNE)
+    return out
 
 
 def item_counts(data_dir: str, max_len: int, num_items: int) -> np.ndarray:

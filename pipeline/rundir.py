@@ -53,7 +53,16 @@ def prepare(output: str, settings: dict, resume: bool, initial_state: dict) -> d
             )
         saved = read_json(config_path)
         current = {k: v for k, v in settings.items() if k != "output"}
-        changed = sorted(k for k in current if saved.get(k) != current[k])
+        # A setting added after the run started is unchanged when it is off.
+        changed = sorted(
+            k
+            for k in current
+            if (
+                saved[k] != current[k]
+                if k in saved
+                else current[k] not in (None, False)
+            )
+        )
         if changed:
             raise ValueError(
                 f"--resume with different settings ({', '.join(changed)}) than the "

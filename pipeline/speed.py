@@ -39,32 +39,34 @@ def step_times(
         raise ValueError(f"rounds and steps must be positive. Got {rounds}, {steps}.")
     info = schema.DatasetInfo.load(data_dir)
     step_fns = {}
-    batches = None
+    batches: dict[tuple[int, bool], list] = {}  # The same batches for all.
     for name, overrides in configs.items():
         config = TrainConfig(data=data_dir, output="", **overrides)
-        if batches is None:
-            batches = list(
+        key = (config.batch_size, config.pack)
+        if key not in batches:
+            batches[key] = list(
                 data.train_dataset(
                     data.records(data_dir, schema.TRAIN),
                     info.max_len,
                     config.batch_size,
-                    config.seed,
                     0,
+                    0,
+                    pack=config.pack,
                 ).take(steps)
             )
         model = train.build_model(config, info, None)
         fn = tf.function(model.train_step, reduce_retracing=True)
-        for batch in batches:  # Trace and warm up.
+        for batch in batches[key]:  # Trace and warm up.
             fn(batch)
-        step_fns[name] = fn
+        step_fns[name] = (fn, batches[key])
     times: dict[str, list[float]] = {name: [] for name in configs}
     for r in range(rounds):
-        for name, fn in step_fns.items():
+        for name, (fn, steps_batches) in step_fns.items():
             start = time.perf_counter()
-            for batch in batches:
+            for batch in steps_batches:
                 logs = fn(batch)
             float(logs["mean_loss"])  # Wait for the last step.
-            times[name].append((time.perf_counter() - start) / len(batches))
+            times[name].append((time.perf_counter() - start) / len(steps_batches))
         if verbose:
             print(
                 f"  round {r + 1}: "

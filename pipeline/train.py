@@ -32,7 +32,7 @@ from components.samplers import GenNiSampler, PopularitySampler, UniformSampler
 from components.schedules import beta_for_epoch
 from models.retrieval import SequentialRetrievalModel
 from models.sasrec import SASRecEncoder
-from pipeline import data, rundir, schema
+from pipeline import data, packing, rundir, schema
 from pipeline.configs import PretrainConfig, TrainConfig
 
 _LOG = logging.getLogger(__name__)
@@ -107,11 +107,17 @@ def build_model(
 class Evaluator:
     """Full-ranking metrics of a model on one split (cached input)."""
 
-    def __init__(self, data_dir: str, split: str, max_len: int):
+    def __init__(self, data_dir: str, split: str, max_len: int, pack: bool = False):
+        """`pack`: run the encoder on packed batches (the same scores)."""
         self.split = split
+        self.pack = pack
         self._batches = data.batches(
             data.records(data_dir, split).cache(), max_len, split, EVAL_BATCH_SIZE
         )
+        if pack:  # Packed once, then cached.
+            self._batches = self._batches.map(
+                lambda features: packing.pack_inputs(features, max_len)
+            ).cache()
         self._ranks = None
 
     def __call__(self, model: SequentialRetrievalModel) -> dict[str, float]:
@@ -119,7 +125,13 @@ class Evaluator:
 
             @tf.function(reduce_retracing=True)
             def ranks(features):
-                scores = model(features[schema.INPUT_IDS])
+                if self.pack:
+                    queries = model.packed_query_embeddings(
+                        features, tf.shape(features[schema.TARGET])[0]
+                    )
+                    scores = tf.matmul(queries, model.item_embeddings, transpose_b=True)
+                else:
+                    scores = model(features[schema.INPUT_IDS])
                 return target_ranks(
                     scores, features[schema.TARGET], features[schema.HISTORY]
                 )
@@ -202,7 +214,7 @@ def train(
                 )
 
     cached_train = data.records(config.data, schema.TRAIN).cache()
-    valid = Evaluator(config.data, schema.VALID, info.max_len)
+    valid = Evaluator(config.data, schema.VALID, info.max_len, config.pack)
     writer = tf.summary.create_file_writer(os.path.join(config.output, TENSORBOARD_DIR))
     sampler = model.sampler
     while state["epoch"] < config.epochs and not state["stopped_early"]:
@@ -226,6 +238,7 @@ def train(
                 config.seed,
                 epoch,
                 info.num_train_examples,
+                pack=config.pack,
             ),
             epochs=1,
             verbose=verbose,
@@ -262,7 +275,7 @@ def train(
         rundir.write_json(os.path.join(config.output, STATE_FILE), state)
 
     best.read(best_path).assert_existing_objects_matched()
-    test = Evaluator(config.data, schema.TEST, info.max_len)
+    test = Evaluator(config.data, schema.TEST, info.max_len, config.pack)
     return _finish(config, state, valid(model), test(model))
 
 
@@ -327,6 +340,6 @@ def load_run(run_dir: str, data_dir: str | None = None) -> SequentialRetrievalMo
 def evaluate(run_dir: str, data_dir: str | None, split: str) -> dict[str, float]:
     """Full-ranking metrics of a run's best weights on `split`."""
     model = load_run(run_dir, data_dir)
-    data_dir = read_config(run_dir, data_dir).data
-    info = schema.DatasetInfo.load(data_dir)
-    return Evaluator(data_dir, split, info.max_len)(model)
+    config = read_config(run_dir, data_dir)
+    info = schema.DatasetInfo.load(config.data)
+    return Evaluator(config.data, split, info.max_len, config.pack)(model)

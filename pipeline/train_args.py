@@ -84,6 +84,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--loss", choices=LOSSES, default=None, help=f"Loss (default {d.loss})."
     )
     parser.add_argument(
+        "--pack",
+        action="store_true",
+        default=None,
+        help="Pack several sequences into each row of a training batch: the "
+        "same model outputs and loss, a fraction of the encoder's work (faster "
+        "when most sequences are much shorter than the maximum length).",
+    )
+    parser.add_argument(
         "--epochs", type=int, default=None, help=f"Most epochs (default {d.epochs})."
     )
     parser.add_argument(

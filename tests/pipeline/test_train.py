@@ -122,6 +122,19 @@ def test_existing_run_needs_resume_and_same_settings(dataset, tmp_path):
         train.train(_config(data, tmp_path / "run", epochs=1, alpha=1.0), resume=True)
 
 
+def test_a_setting_added_later_resumes_when_off(dataset, tmp_path):
+    """Runs whose config.json predates a setting (here `pack`) still resume."""
+    data, _ = dataset
+    train.train(_config(data, tmp_path / "run", epochs=1), verbose=0)
+    path = tmp_path / "run" / train.CONFIG_FILE
+    saved = read_json(path)
+    del saved["pack"]
+    path.write_text(json.dumps(saved))
+    train.train(_config(data, tmp_path / "run", epochs=1), resume=True, verbose=0)
+    with pytest.raises(ValueError, match="pack"):
+        train.train(_config(data, tmp_path / "run", epochs=1, pack=True), resume=True)
+
+
 def test_cli_train_with_config_file_and_flags(dataset, tmp_path, capsys):
     data, _ = dataset
     settings = tmp_path / "best.json"
