@@ -149,6 +149,7 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
             command += f" {flag} {value}"
     command += " --quick" if args.quick else ""
     command += " --report-only" if args.report_only else ""
+    command += " --pack" if args.pack else ""
     report.report(
         args.data,
         args.output,
@@ -158,6 +159,7 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
         dataset=args.paper,
         commands=[command],
         report_only=args.report_only,
+        pack=args.pack,
     )
     return 0
 
@@ -333,6 +335,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--report-only",
         action="store_true",
         help="Train nothing: render from the runs that have finished.",
+    )
+    p.add_argument(
+        "--pack",
+        action="store_true",
+        help="Train every run on packed batches (`genni train --pack`: the same "
+        "model and loss, several times faster on short sequences).",
     )
     p.add_argument(
         "--paper",

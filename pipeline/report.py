@@ -77,6 +77,7 @@ class Grid:
     case_users: int = 3
     speed_rounds: int = 5  # Side-by-side step timing of the efficiency table.
     speed_steps: int = 10
+    pack: bool = False  # Train (and time) every run on packed batches.
 
 
 FULL = Grid(
@@ -234,6 +235,8 @@ def plan(data: str, runs_dir: str, grid: Grid) -> dict[str, dict]:
         budget["epochs"] = grid.epochs
     if grid.patience is not None:
         budget["patience"] = grid.patience
+    if grid.pack:
+        budget["pack"] = True
     for experiment, rows in experiments(grid).items():
         for order, (label, overrides) in enumerate(rows):
             for seed in grid.seeds:
@@ -323,7 +326,12 @@ def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
     for epoch in range(max(grid.case_epochs)):
         model.fit(
             data.train_dataset(
-                cached, info.max_len, config.batch_size, config.seed, epoch
+                cached,
+                info.max_len,
+                config.batch_size,
+                config.seed,
+                epoch,
+                pack=config.pack,
             ),
             epochs=1,
             verbose=0,
@@ -376,7 +384,7 @@ def measure_speed(data: str, grid: Grid, output: str) -> dict:
     configs = dict(experiments(grid)["efficiency"])
     times = speed.step_times(
         data,
-        {label: configs[label] for label in TIMED},
+        {label: dict(configs[label], pack=grid.pack) for label in TIMED},
         grid.speed_rounds,
         grid.speed_steps,
         verbose=False,
@@ -924,9 +932,15 @@ def report(
     verbose: int = 1,
     commands: list[str] | None = None,
     report_only: bool = False,
+    pack: bool = False,
 ) -> str:
-    """Plan the grid, train what is missing (unless `report_only`), render."""
+    """Plan the grid, train what is missing (unless `report_only`), render.
+
+    `pack`: every run on packed batches (`genni train --pack`); such runs are
+    other runs than unpacked ones, and a report uses one kind only.
+    """
     grid = QUICK if quick else FULL
+    grid = dataclasses.replace(grid, pack=pack)
     if seeds is not None:
         if seeds < 1:
             raise ValueError(f"--seeds must be at least 1. Got {seeds}.")

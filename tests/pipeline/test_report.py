@@ -179,6 +179,17 @@ def test_runs_are_keyed_by_settings_and_dataset_not_paths(tmp_path):
     assert str(mine) in again and len(again) == len(a)
 
 
+def test_a_packed_grid_is_other_runs(tmp_path):
+    plain = report.plan("DATA", str(tmp_path / "runs"), GRID)
+    packed = report.plan(
+        "DATA", str(tmp_path / "runs"), dataclasses.replace(GRID, pack=True)
+    )
+    assert len(packed) == len(plain)
+    assert all(e["config"].pack for e in packed.values())
+    assert not any(e["config"].pack for e in plain.values())
+    assert not set(plain) & set(packed)
+
+
 def test_report_renders_a_partial_grid(tmp_path):
     runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
     main = {
