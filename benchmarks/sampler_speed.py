@@ -2,7 +2,8 @@
 
 Part 1 times training steps of the same model with each sampler, interleaved
 round by round in one process so that machine noise hits all alike, and prints
-the ratios to uniform (targets: GenNi beta 1 <= 1.5x, beta 0.1 <= 1.05x).
+the ratios to uniform (targets: GenNi beta 1 <= 1.5x, beta 0.1 <= 1.05x), then
+the same on packed batches (`--pack`), and a validation pass unpacked vs packed.
 Part 2 times one GenNi draw for a batch of 256 x 50 positions (d = 64, beta 1)
 as the catalog grows to 10^6 items, each size in a fresh process so that its
 peak memory (max RSS) is its own (target: under 8 GiB at 10^6).
@@ -32,6 +33,9 @@ CONFIGS = {
     "genni_beta0.1": dict(sampler="genni", beta=0.1),
     "genni_beta1_exclude_seen": dict(sampler="genni", beta=1.0, exclude_seen=True),
 }
+# The same samplers on packed batches (`--pack`): a fraction of the encoder's
+# work, the sampler's unchanged.
+PACKED = {f"{name}_pack": dict(config, pack=True) for name, config in CONFIGS.items()}
 SCALE_ITEMS = (10_000, 100_000, 1_000_000)
 POSITIONS = 256 * 50
 GIB = 1 << 30
@@ -44,6 +48,28 @@ def beauty_data(tmp: str) -> str:
     out = os.path.join(tmp, "beauty")
     inmemory.run(PreprocessConfig(input=str(SHARED_DATA / "Beauty.txt"), output=out))
     return out
+
+
+def eval_times(data_dir: str, rounds: int) -> dict[str, list[float]]:
+    """Seconds per full-ranking validation pass, unpacked vs packed, interleaved."""
+    from pipeline import schema, train
+    from pipeline.configs import TrainConfig
+
+    info = schema.DatasetInfo.load(data_dir)
+    model = train.build_model(TrainConfig(data=data_dir, output=""), info, None)
+    evaluators = {
+        name: train.Evaluator(data_dir, schema.VALID, info.max_len, pack=pack)
+        for name, pack in (("unpacked", False), ("packed", True))
+    }
+    for evaluator in evaluators.values():
+        evaluator(model)  # Trace, fill the caches.
+    times: dict[str, list[float]] = {name: [] for name in evaluators}
+    for _ in range(rounds):
+        for name, evaluator in evaluators.items():
+            start = time.perf_counter()
+            evaluator(model)
+            times[name].append(time.perf_counter() - start)
+    return times
 
 
 def scale_point(num_items: int) -> dict:
@@ -94,12 +120,25 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             data_dir = beauty_data(tmp)
         print(f"Part 1: training steps on {data_dir}")
-        times = speed.step_times(data_dir, CONFIGS, args.rounds, args.steps)
+        times = speed.step_times(data_dir, CONFIGS | PACKED, args.rounds, args.steps)
+        evaluation = {
+            name: statistics.median(t)
+            for name, t in eval_times(data_dir, args.rounds).items()
+        }
     medians = {name: statistics.median(t) for name, t in times.items()}
     ratios = {
         name: medians[name] / medians["uniform"]
-        for name in medians
+        for name in CONFIGS
         if name != "uniform"
+    }
+    packed = {
+        name: {
+            "ms_per_step": 1000 * medians[name],
+            "speedup_over_unpacked": medians[name.removesuffix("_pack")]
+            / medians[name],
+            "ratio_to_uniform_pack": medians[name] / medians["uniform_pack"],
+        }
+        for name in PACKED
     }
 
     scale = []
@@ -125,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         "steps_per_round": args.steps,
         "ms_per_step": {n: 1000 * m for n, m in medians.items()},
         "ratios_to_uniform": ratios,
+        "packed": packed,
+        "eval_seconds": evaluation,
         "targets": {"genni_beta1": 1.5, "genni_beta0.1": 1.05},
         "scale": scale,
         "machine": machine(),
@@ -143,6 +184,21 @@ def main(argv: list[str] | None = None) -> int:
             f"| {name} | {1000 * medians[name]:.0f} | {ratios[name]:.2f} | "
             + (f"<= {target} |" if target else "|")
         )
+    md += [
+        "\nThe same steps on packed batches (`genni train --pack`: several sequences "
+        "per row, the same outputs and loss):\n",
+        "| sampler | ms / step | x faster than unpacked | ratio to uniform packed |",
+        "|---|---|---|---|",
+    ]
+    md += [
+        f"| {name} | {p['ms_per_step']:.0f} | {p['speedup_over_unpacked']:.2f} | "
+        f"{p['ratio_to_uniform_pack']:.2f} |"
+        for name, p in packed.items()
+    ]
+    md.append(
+        f"\nOne full-ranking validation pass (median of {args.rounds}): unpacked "
+        f"{evaluation['unpacked']:.2f} s, packed {evaluation['packed']:.2f} s."
+    )
     if scale:
         md += [
             "\nOne GenNi draw (beta 1, 256 x 50 positions, d 64), own process each:\n",
