@@ -18,6 +18,7 @@ import sys
 from _common import machine, write_results
 
 from pipeline import rundir
+from pipeline.configs import TrainConfig
 
 # Settings that never change what a run learns, left out of the comparison.
 IGNORED = {"data", "output", "epochs", "patience"}
@@ -25,7 +26,9 @@ IGNORED = {"data", "output", "epochs", "patience"}
 
 def load(run_dir: str) -> dict:
     """A run's config and progress, finished or not."""
-    config = rundir.read_json(os.path.join(run_dir, rundir.CONFIG_FILE))
+    # Through TrainConfig: settings added after a run started get their defaults.
+    saved = rundir.read_json(os.path.join(run_dir, rundir.CONFIG_FILE))
+    config = TrainConfig.from_dict(saved).to_dict()
     metrics_path = os.path.join(run_dir, "metrics.json")
     if os.path.exists(metrics_path):
         metrics = rundir.read_json(metrics_path)
