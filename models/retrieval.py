@@ -63,6 +63,10 @@ class SequentialRetrievalModel(tfrs.Model):
         """[B, T] ids -> [B, d] h at the last position (inference mode)."""
         return self.encoder(input_ids, training=False)[:, -1, :]
 
+    def packed_call(self, packed: dict, batch_size: tf.Tensor) -> tf.Tensor:
+        """`call` of the unpacked batch, from its packed form."""
+        return self._score_all(self.packed_query_embeddings(packed, batch_size))
+
     def packed_query_embeddings(self, packed: dict, batch_size: tf.Tensor) -> tf.Tensor:
         """[batch_size, d] h at each example's last item, from a packed batch.
 
@@ -85,9 +89,10 @@ class SequentialRetrievalModel(tfrs.Model):
 
     def call(self, input_ids: tf.Tensor) -> tf.Tensor:
         """Scores of every item ([B, num_items + 1]) for the next position."""
-        return tf.matmul(
-            self.query_embeddings(input_ids), self.item_embeddings, transpose_b=True
-        )
+        return self._score_all(self.query_embeddings(input_ids))
+
+    def _score_all(self, queries: tf.Tensor) -> tf.Tensor:
+        return tf.matmul(queries, self.item_embeddings, transpose_b=True)
 
     def train_step(self, features: dict) -> dict[str, tf.Tensor]:
         """As `tfrs.Model.train_step`, reporting only this model's metrics."""

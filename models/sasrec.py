@@ -260,55 +260,38 @@ class SASRecEncoder(tf.keras.layers.Layer):
         length = tf.shape(input_ids)[1]
         if item_vectors is None:
             item_vectors = self.item_embedding(input_ids)
-        if segments is not None:
-            return self._packed(
-                item_vectors, positions, segments, length, training, causal
-            )
-        # Positions count from the right: the last item is always at max_len - 1,
-        # so cutting away leading padding columns changes no output.
-        positions = tf.range(self.max_len - length, self.max_len)
-        x = item_vectors + self.position_embedding(positions)[None]
-        x = self.input_dropout(self.input_norm(x), training=training)  # (B, T, d)
-        keys = tf.cast(input_ids > schema.PADDING_ID, x.dtype)[:, None, None, :]
-        order = tf.ones([length, length], x.dtype)
-        if causal:
+        dtype = item_vectors.dtype
+        order = tf.ones([length, length], dtype)
+        if causal:  # Packed segments are contiguous: earlier columns, earlier items.
             order = tf.linalg.band_part(order, -1, 0)
-        # A position attends to real items (earlier ones when causal); a padding
-        # position (whose output is never used) attends to itself, so no row is
-        # fully masked and nothing from later positions can leak into any output.
-        diagonal = tf.eye(length, dtype=x.dtype)[None, None]
-        allowed = tf.maximum(keys * order[None, None], diagonal)  # (B, 1, T, T)
-        bias = (1.0 - allowed) * MASK_VALUE
-        for block in self.blocks:
-            x = block(x, bias, training=training)
-        return x
-
-    def _packed(
-        self,
-        item_vectors: tf.Tensor,
-        positions: tf.Tensor,
-        segments: tf.Tensor,
-        length: tf.Tensor,
-        training: bool,
-        causal: bool,
-    ) -> tf.Tensor:
-        """The encoder over packed rows: per-token positions, per-segment attention."""
-        positions = tf.cast(positions, tf.int64) + tf.cast(
-            self.max_len - length, tf.int64
-        )
-        x = item_vectors + self.position_embedding(positions)
-        x = self.input_dropout(self.input_norm(x), training=training)  # (R, T, d)
-        segments = tf.cast(segments, tf.int64)
-        same = tf.logical_and(
-            tf.equal(segments[:, :, None], segments[:, None, :]),
-            segments[:, None, :] > 0,
-        )  # (R, query, key)
-        allowed = tf.cast(same, x.dtype)
-        if causal:  # Segments are contiguous: earlier columns are earlier items.
-            allowed *= tf.linalg.band_part(tf.ones([length, length], x.dtype), -1, 0)
-        diagonal = tf.eye(length, dtype=x.dtype)[None]
-        allowed = tf.maximum(allowed, diagonal)[:, None]  # (R, 1, T, T)
-        bias = (1.0 - allowed) * MASK_VALUE
+        # A padding position (whose output is never used) attends to itself, so
+        # no row is fully masked and nothing from later positions can leak into
+        # any output.
+        diagonal = tf.eye(length, dtype=dtype)
+        if segments is None:
+            # Positions count from the right: the last item is always at
+            # max_len - 1, so cutting away leading padding columns changes no
+            # output.
+            positions = tf.range(self.max_len - length, self.max_len)
+            position_vectors = self.position_embedding(positions)[None]
+            # A position attends to real items (earlier ones when causal).
+            keys = tf.cast(input_ids > schema.PADDING_ID, dtype)[:, None, None, :]
+            allowed = tf.maximum(keys * order[None, None], diagonal[None, None])
+        else:  # Packed: per-token positions, attention within a segment only.
+            positions = tf.cast(positions, tf.int64) + tf.cast(
+                self.max_len - length, tf.int64
+            )
+            position_vectors = self.position_embedding(positions)
+            segments = tf.cast(segments, tf.int64)
+            same = tf.logical_and(
+                tf.equal(segments[:, :, None], segments[:, None, :]),
+                segments[:, None, :] > 0,
+            )  # (R, query, key)
+            allowed = tf.maximum(tf.cast(same, dtype) * order[None], diagonal[None])
+            allowed = allowed[:, None]
+        x = item_vectors + position_vectors
+        x = self.input_dropout(self.input_norm(x), training=training)  # (B, T, d)
+        bias = (1.0 - allowed) * MASK_VALUE  # (B, 1, T, T)
         for block in self.blocks:
             x = block(x, bias, training=training)
         return x

@@ -163,6 +163,9 @@ class TrainConfig(_Settings):
             )
 
 
+# How `genni train` runs (not a setting of the run): tf.distribute strategies.
+STRATEGIES = ("default", "mirrored")
+
 PRETRAIN_SAMPLERS = ("uniform", "genni")
 
 

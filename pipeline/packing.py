@@ -66,21 +66,35 @@ def _pack_inputs(input_ids: np.ndarray) -> tuple[np.ndarray, ...]:
     return ids, positions, segments, users
 
 
+def _replace(
+    features: dict,
+    fn,
+    inputs: tuple[str, ...],
+    outputs: tuple[str, ...],
+    max_len: int,
+) -> dict:
+    """`features` with `outputs` replaced by numpy `fn` of `inputs` ([rows, T])."""
+    packed = tf.numpy_function(
+        fn,
+        [features[name] for name in inputs],
+        [tf.int64] * len(outputs),
+        stateful=False,
+    )
+    out = dict(features)
+    for name, tensor in zip(outputs, packed, strict=True):
+        tensor.set_shape([None, max_len])
+        out[name] = tensor
+    return out
+
+
 def pack_inputs(features: dict, max_len: int) -> dict:
     """tf.data map for evaluation batches: only the input ids are packed.
 
     An example's query is the output at its last item, the token whose
     position is the last column (`last_tokens`).
     """
-    packed = tf.numpy_function(
-        _pack_inputs, [features[schema.INPUT_IDS]], [tf.int64] * 4, stateful=False
-    )
-    out = dict(features)
-    names = (schema.INPUT_IDS, POSITIONS, SEGMENTS, TOKEN_USERS)
-    for name, tensor in zip(names, packed, strict=True):
-        tensor.set_shape([None, max_len])
-        out[name] = tensor
-    return out
+    outputs = (schema.INPUT_IDS, POSITIONS, SEGMENTS, TOKEN_USERS)
+    return _replace(features, _pack_inputs, (schema.INPUT_IDS,), outputs, max_len)
 
 
 def last_tokens(features: dict) -> tuple[tf.Tensor, tf.Tensor]:
@@ -98,15 +112,6 @@ def pack_features(features: dict, max_len: int) -> dict:
     Features other than the input and target ids (the user's items for
     `--exclude-seen`) stay per example; `TOKEN_USERS` links tokens to them.
     """
-    packed = tf.numpy_function(
-        pack_rows,
-        [features[schema.INPUT_IDS], features[schema.TARGET_IDS]],
-        [tf.int64] * 5,
-        stateful=False,
-    )
-    names = (schema.INPUT_IDS, schema.TARGET_IDS, POSITIONS, SEGMENTS, TOKEN_USERS)
-    out = dict(features)
-    for name, tensor in zip(names, packed, strict=True):
-        tensor.set_shape([None, max_len])
-        out[name] = tensor
-    return out
+    ids = (schema.INPUT_IDS, schema.TARGET_IDS)
+    outputs = (*ids, POSITIONS, SEGMENTS, TOKEN_USERS)
+    return _replace(features, pack_rows, ids, outputs, max_len)

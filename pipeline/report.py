@@ -622,9 +622,12 @@ def _efficiency_section(
 ) -> list[str]:
     """Side-by-side step times (when timed) and each finished run's quality."""
     rows = table.get("efficiency", {})
-    if not speed:
-        _finished(table, "efficiency")  # NotRun when nothing can be shown.
-    done = {label: metrics for label, metrics in rows.items() if metrics}
+    try:
+        done, _ = _finished(table, "efficiency")
+    except NotRun:
+        if not speed:  # Nothing to show.
+            raise
+        done = {}
     beta1 = done.get("genni beta 1") and _mean(
         table, "efficiency", "genni beta 1", "HR@5"
     )

@@ -33,7 +33,7 @@ from components.schedules import beta_for_epoch
 from models.retrieval import SequentialRetrievalModel
 from models.sasrec import SASRecEncoder
 from pipeline import data, packing, rundir, schema
-from pipeline.configs import PretrainConfig, TrainConfig
+from pipeline.configs import STRATEGIES, PretrainConfig, TrainConfig
 
 _LOG = logging.getLogger(__name__)
 
@@ -126,10 +126,9 @@ class Evaluator:
             @tf.function(reduce_retracing=True)
             def ranks(features):
                 if self.pack:
-                    queries = model.packed_query_embeddings(
+                    scores = model.packed_call(
                         features, tf.shape(features[schema.TARGET])[0]
                     )
-                    scores = tf.matmul(queries, model.item_embeddings, transpose_b=True)
                 else:
                     scores = model(features[schema.INPUT_IDS])
                 return target_ranks(
@@ -153,9 +152,6 @@ def _initial_state() -> dict:
         "stopped_early": False,
         "checkpoint": None,
     }
-
-
-STRATEGIES = ("default", "mirrored")
 
 
 def make_strategy(name: str) -> tf.distribute.Strategy | None:

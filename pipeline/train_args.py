@@ -10,6 +10,7 @@ from pipeline.configs import (
     LOSSES,
     PRETRAIN_SAMPLERS,
     SAMPLERS,
+    STRATEGIES,
     PretrainConfig,
     TrainConfig,
 )
@@ -137,7 +138,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--strategy",
-        choices=("default", "mirrored"),
+        choices=STRATEGIES,
         default="default",
         help="tf.distribute strategy: 'mirrored' trains data-parallel on every "
         "local GPU (--batch-size is then the global batch). Not a setting of the "
