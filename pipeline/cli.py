@@ -339,8 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--pack",
         action="store_true",
-        help="Train every run on packed batches (`genni train --pack`: the same "
-        "model and loss, several times faster on short sequences).",
+        help="Train the runs still missing on packed batches (`genni train "
+        "--pack`: the same model and loss, several times faster on short "
+        "sequences). Finished runs are reused whether packed or not.",
     )
     p.add_argument(
         "--paper",

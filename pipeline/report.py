@@ -60,6 +60,9 @@ ROW_NAMES = {
 }
 
 
+MAIN_ALPHA = 2.5  # GenNi's alpha everywhere but the alpha and BPR sweeps.
+
+
 @dataclasses.dataclass(frozen=True)
 class Grid:
     """The values each experiment sweeps, and the training budget."""
@@ -77,7 +80,7 @@ class Grid:
     case_users: int = 3
     speed_rounds: int = 5  # Side-by-side step timing of the efficiency table.
     speed_steps: int = 10
-    pack: bool = False  # Train (and time) every run on packed batches.
+    pack: bool = False  # Train (and time) the runs still missing on packed batches.
 
 
 FULL = Grid(
@@ -110,7 +113,7 @@ QUICK = Grid(
 
 def experiments(grid: Grid) -> dict[str, list[tuple[str, dict]]]:
     """Experiment -> [(label, TrainConfig overrides)] (seeds added later)."""
-    genni = dict(sampler="genni", alpha=2.5, beta=1.0)
+    genni = dict(sampler="genni", alpha=MAIN_ALPHA, beta=1.0)
     return {
         "main": [
             ("uniform", dict(sampler="uniform")),
@@ -175,11 +178,18 @@ def data_fingerprint(data: str) -> str:
     return json.dumps({k: stats.get(k) for k in keys}, sort_keys=True)
 
 
+# Settings of how a run is computed, not of what: packed batches give the
+# model and loss of the unpacked ones (tests/pipeline/test_packing.py), so a
+# packed and an unpacked run of the same settings are the same experiment.
+LAYOUT_SETTINGS = ("pack",)
+
+
 def run_key(config: TrainConfig, fingerprint: str) -> str:
-    """A stable id of a run: its settings and its dataset, not their paths."""
+    """A stable id of a run: its settings and its dataset, not their paths,
+    nor its batch layout (`LAYOUT_SETTINGS`)."""
     values = config.to_dict()
-    values.pop("output")
-    values.pop("data")
+    for name in ("output", "data", *LAYOUT_SETTINGS):
+        values.pop(name)
     values["dataset"] = fingerprint
     text = json.dumps(values, sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:10]
@@ -189,13 +199,16 @@ def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
     """Run key -> (directory, config) of every run already in `runs_dir`.
 
     Runs are found by what they are, not by their names: a run trained by
-    `genni train` with the same settings on the same dataset is reused.
+    `genni train` with the same settings on the same dataset is reused,
+    packed or not. Where several share a key, a finished run wins over an
+    unfinished one, then an unpacked one over a packed one.
     """
-    found: dict[str, tuple[str, TrainConfig]] = {}
+    candidates: dict[str, list[tuple[tuple, str, TrainConfig]]] = {}
     if not os.path.isdir(runs_dir):
-        return found
+        return {}
     for name in sorted(os.listdir(runs_dir)):
-        path = os.path.join(runs_dir, name, rundir.CONFIG_FILE)
+        run_dir = os.path.join(runs_dir, name)
+        path = os.path.join(run_dir, rundir.CONFIG_FILE)
         if not os.path.exists(path):
             continue
         try:
@@ -203,8 +216,12 @@ def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
         except (ValueError, TypeError, json.JSONDecodeError):
             continue  # Not a run of this version; leave it alone.
         key = run_key(config, data_fingerprint(config.data))
-        found.setdefault(key, (os.path.join(runs_dir, name), config))
-    return found
+        finished = os.path.exists(os.path.join(run_dir, rundir.METRICS_FILE))
+        rank = (not finished, config.pack, name)
+        candidates.setdefault(key, []).append((rank, run_dir, config))
+    return {
+        key: min(found, key=lambda c: c[0])[1:] for key, found in candidates.items()
+    }
 
 
 def _slug(values: dict, seed: int) -> str:
@@ -257,17 +274,44 @@ def plan(data: str, runs_dir: str, grid: Grid) -> dict[str, dict]:
     return runs
 
 
+def claim_runs(grid: Grid) -> set[tuple[str, str]]:
+    """(experiment, label) of the runs that decide the paper's claims: the
+    ones `claims` needs, trained before the rest of the grid."""
+    labels = {e: [label for label, _ in rows] for e, rows in experiments(grid).items()}
+    alphas = labels["alpha"]
+    between = f"{MAIN_ALPHA:g}" if f"{MAIN_ALPHA:g}" in alphas[1:-1] else alphas[1]
+    fewest, most = grid.bpr_ks[0], grid.bpr_ks[-1]
+    return {
+        ("main", "uniform"),
+        ("main", "genni"),
+        ("efficiency", "genni beta 0.1"),
+        ("efficiency", "genni beta 1"),
+        *(("alpha", a) for a in (alphas[0], between, alphas[-1])),
+        ("k", "genni k=1"),
+        ("k", f"uniform k={grid.ks[-1]}"),
+        *(("bpr", f"{s} k={k}") for s in ("uniform", "genni") for k in (fewest, most)),
+    }
+
+
 def run_grid(
-    runs: dict[str, dict], verbose: int = 1, train_missing: bool = True
+    runs: dict[str, dict],
+    verbose: int = 1,
+    train_missing: bool = True,
+    first: set[tuple[str, str]] = frozenset(),
 ) -> dict[str, dict]:
     """metrics.json of every finished run, after training those without it
-    (resuming a started one) unless `train_missing` is False."""
+    (resuming a started one) unless `train_missing` is False. Runs used by
+    an (experiment, label) in `first` train before the others."""
     from pipeline import train
 
     def finished(run_dir: str) -> bool:
         return os.path.exists(os.path.join(run_dir, train.METRICS_FILE))
 
+    def later(run_dir: str) -> bool:
+        return not any(use[:2] in first for use in runs[run_dir]["uses"])
+
     todo = [d for d in runs if not finished(d)] if train_missing else []
+    todo.sort(key=later)  # Stable: the grid's order otherwise.
     if verbose and train_missing:
         print(
             f"{len(runs)} runs in the grid, {len(runs) - len(todo)} finished, "
@@ -881,6 +925,16 @@ def render(
         "validation NDCG@10, mean ± std over seeds.",
         "",
     ]
+    packed = sorted(
+        os.path.basename(d) for d in results if runs[d]["config"].pack
+    )
+    if packed:
+        lines += [
+            f"{len(packed)} of the finished runs trained on packed batches "
+            "(`genni train --pack`: the same model and loss as unpacked ones, "
+            "other random draws): " + ", ".join(packed) + ".",
+            "",
+        ]
     for title, section in SECTIONS:
         lines += [f"## {title}", ""]
         timed = {"speed": speed} if section in USE_SPEED else {}
@@ -914,6 +968,7 @@ def render(
                 "uses": e["uses"],
                 "test": results[d]["test"] if d in results else None,
                 "best_epoch": results[d]["best_epoch"] if d in results else None,
+                "packed": e["config"].pack,
             }
             for d, e in runs.items()
         },
@@ -939,8 +994,9 @@ def report(
 ) -> str:
     """Plan the grid, train what is missing (unless `report_only`), render.
 
-    `pack`: every run on packed batches (`genni train --pack`); such runs are
-    other runs than unpacked ones, and a report uses one kind only.
+    `pack`: train the runs still missing on packed batches (`genni train
+    --pack`). Finished runs are reused packed or not (`run_key`), and the
+    report names the packed ones.
     """
     grid = QUICK if quick else FULL
     grid = dataclasses.replace(grid, pack=pack)
@@ -953,7 +1009,9 @@ def report(
     runs_dir = runs_dir or os.path.join(output, "runs")
     runs = plan(data, runs_dir, grid)
     start = time.perf_counter()
-    results = run_grid(runs, verbose=verbose, train_missing=not report_only)
+    results = run_grid(
+        runs, verbose=verbose, train_missing=not report_only, first=claim_runs(grid)
+    )
     main_genni = next(
         e["config"]
         for e in runs.values()

@@ -12,6 +12,7 @@ import os
 
 CONFIG_FILE = "config.json"
 STATE_FILE = "state.json"
+METRICS_FILE = "metrics.json"  # Written when a run has finished.
 
 
 class RunExistsError(FileExistsError):

@@ -151,6 +151,28 @@ def test_grid_trains_only_what_is_missing(tmp_path, monkeypatch):
     assert calls == []
 
 
+def test_the_claims_runs_train_first_and_decide_every_claim(tmp_path, monkeypatch):
+    runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
+    first = report.claim_runs(GRID)
+    needed = [d for d, e in runs.items() if any(u[:2] in first for u in e["uses"])]
+    assert 0 < len(needed) < len(runs)
+    order = []
+
+    def fake_train(config, resume=False, verbose=1):
+        order.append(config.output)
+        finish({config.output: {"config": config}}, value_of)
+        if len(order) == len(needed):
+            raise KeyboardInterrupt  # Stop the grid once the claims' runs ran.
+
+    monkeypatch.setattr(train, "train", fake_train)
+    with pytest.raises(KeyboardInterrupt):
+        report.run_grid(runs, verbose=0, first=first)
+    assert sorted(order) == sorted(needed)
+    results = report.run_grid(runs, verbose=0, train_missing=False)
+    verdicts = report.claims(report.collect(runs, results))
+    assert None not in [ok for _, ok, _ in verdicts]  # Each one decided.
+
+
 def _stats(path, users):
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "stats.json"), "w") as f:
@@ -179,15 +201,56 @@ def test_runs_are_keyed_by_settings_and_dataset_not_paths(tmp_path):
     assert str(mine) in again and len(again) == len(a)
 
 
-def test_a_packed_grid_is_other_runs(tmp_path):
-    plain = report.plan("DATA", str(tmp_path / "runs"), GRID)
-    packed = report.plan(
-        "DATA", str(tmp_path / "runs"), dataclasses.replace(GRID, pack=True)
-    )
+def test_a_packed_grid_reuses_finished_runs_and_packs_the_rest(tmp_path):
+    runs_dir = str(tmp_path / "runs")
+    plain = report.plan("DATA", runs_dir, GRID)
+    packed_grid = dataclasses.replace(GRID, pack=True)
+    packed = report.plan("DATA", runs_dir, packed_grid)
     assert len(packed) == len(plain)
     assert all(e["config"].pack for e in packed.values())
     assert not any(e["config"].pack for e in plain.values())
-    assert not set(plain) & set(packed)
+    # Packing changes the batch layout, not the experiment: one key.
+    assert [report.run_key(e["config"], "D") for e in plain.values()] == [
+        report.run_key(e["config"], "D") for e in packed.values()
+    ]
+    # Half the unpacked grid finished: a packed grid reuses those and packs
+    # only the rest.
+    done = dict(list(plain.items())[::2])
+    finish(done, value_of)
+    again = report.plan("DATA", runs_dir, packed_grid)
+    assert set(done) <= set(again) and len(again) == len(plain)
+    assert not any(again[d]["config"].pack for d in done)
+    assert all(e["config"].pack for d, e in again.items() if d not in done)
+    # A started packed run beside an unstarted unpacked one: resumed, and
+    # a finished packed run is reused by an unpacked grid.
+    todo = {d: e for d, e in again.items() if d not in done}
+    finish(todo, value_of)
+    results = report.run_grid(report.plan("DATA", runs_dir, GRID), verbose=0)
+    assert set(results) == set(again)
+    # The report names the packed runs.
+    text = report.render(
+        str(tmp_path / "out"), again, results, None, "beauty", [], None
+    )
+    assert f"{len(todo)} of the finished runs trained on packed batches" in text
+    summary = json.load(open(tmp_path / "out" / "results.json"))
+    assert sum(r["packed"] for r in summary["runs"].values()) == len(todo)
+
+
+def test_a_finished_run_wins_over_an_unfinished_one_of_the_same_key(tmp_path):
+    runs_dir = tmp_path / "runs"
+    config = next(iter(report.plan("DATA", str(runs_dir), GRID).values()))["config"]
+    for name, pack, done in (("a_packed", True, True), ("b_plain", False, False)):
+        run = runs_dir / name
+        os.makedirs(run)
+        with open(run / train.CONFIG_FILE, "w") as f:
+            json.dump(dataclasses.replace(config, pack=pack).to_dict(), f)
+        if done:
+            (run / train.METRICS_FILE).write_text("{}")
+    found = report.existing_runs(str(runs_dir))
+    assert [os.path.basename(d) for d, _ in found.values()] == ["a_packed"]
+    (runs_dir / "b_plain" / train.METRICS_FILE).write_text("{}")
+    found = report.existing_runs(str(runs_dir))  # Both finished: unpacked.
+    assert [os.path.basename(d) for d, _ in found.values()] == ["b_plain"]
 
 
 def test_report_renders_a_partial_grid(tmp_path):
