@@ -76,10 +76,16 @@ def run_variant(
     pretrain_epochs: int = 100,
 ) -> dict | None:
     output = os.path.join(runs_dir, f"{dataset}_{variant}_s{seed}")
+    if variant not in PRETRAINED and not os.path.exists(output):
+        # The same settings may have run under another name (a report grid's
+        # run, packed or not): reuse it.
+        settings = dict(VARIANTS[variant], epochs=epochs, patience=patience)
+        config = TrainConfig(data=data, output=output, seed=seed, **settings)
+        output = finished_twin(runs_dir, config) or output
     metrics_path = os.path.join(output, train.METRICS_FILE)
     if os.path.exists(metrics_path):
         with open(metrics_path) as f:
-            return json.load(f)
+            return json.load(f) | {"run": os.path.basename(output)}
     if report_only:
         if include_running and os.path.exists(os.path.join(output, train.STATE_FILE)):
             return running_snapshot(output)
@@ -99,6 +105,17 @@ def run_variant(
     print(f"Training {output}")
     resume = os.path.exists(os.path.join(output, train.CONFIG_FILE))
     return train.train(config, resume=resume, verbose=0)
+
+
+def finished_twin(runs_dir: str, config: TrainConfig) -> str | None:
+    """A finished run in `runs_dir` with `config`'s settings, whatever its name."""
+    from pipeline import report
+
+    key = report.run_key(config, report.data_fingerprint(config.data))
+    found = report.existing_runs(runs_dir).get(key)
+    if found and os.path.exists(os.path.join(found[0], train.METRICS_FILE)):
+        return found[0]
+    return None
 
 
 def pretrained(data: str, runs_dir: str, dataset: str, seed: int, epochs: int) -> str:
@@ -197,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             "epochs_run": [r["epochs_run"] for r in results],
             "seconds_per_epoch": [r["seconds_per_epoch"] for r in results],
             "still_running": any(r.get("running") for r in results),
+            "runs": [r.get("run") for r in results],
+            "packed": [bool(r.get("config", {}).get("pack")) for r in results],
         }
     paper = PAPER.get(args.dataset, {})
     lines = [
@@ -204,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         f"Test metrics (%), full ranking, mean +- std over the seeds each "
         f"variant has finished (of {args.seeds}); paper numbers in brackets. "
         f"Runs in `{args.runs_dir}`. Seconds per epoch are medians of runs that "
-        "often shared the machine: `benchmarks/sampler_speed.py` measures speed.\n",
+        "often shared the machine: `benchmarks/sampler_speed.py` measures speed. "
+        "A run of the same settings under another name (a `genni report` grid's) "
+        "is reused; `(packed)`: trained on packed batches (`--pack`), the same "
+        "model and loss.\n",
         "| variant | seeds | " + " | ".join(METRICS) + " | best epoch | s / epoch |",
         "|---|---|" + "---|" * (len(METRICS) + 2),
     ]
@@ -219,8 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         if row["still_running"]:
             epochs += f" (run still training, epoch {max(row['epochs_run'])})"
         seconds = statistics.median(row["seconds_per_epoch"])
+        seeds = ", ".join(
+            f"{s} (packed)" if packed else str(s)
+            for s, packed in zip(row["seeds"], row["packed"], strict=True)
+        )
         lines.append(
-            f"| {variant} | {', '.join(map(str, row['seeds']))} | "
+            f"| {variant} | {seeds} | "
             + " | ".join(cells)
             + f" | {epochs} | {seconds:.1f} |"
         )
