@@ -925,9 +925,7 @@ def render(
         "validation NDCG@10, mean ± std over seeds.",
         "",
     ]
-    packed = sorted(
-        os.path.basename(d) for d in results if runs[d]["config"].pack
-    )
+    packed = sorted(os.path.basename(d) for d in results if runs[d]["config"].pack)
     if packed:
         lines += [
             f"{len(packed)} of the finished runs trained on packed batches "

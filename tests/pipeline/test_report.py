@@ -232,7 +232,7 @@ def test_a_packed_grid_reuses_finished_runs_and_packs_the_rest(tmp_path):
         str(tmp_path / "out"), again, results, None, "beauty", [], None
     )
     assert f"{len(todo)} of the finished runs trained on packed batches" in text
-    summary = json.load(open(tmp_path / "out" / "results.json"))
+    summary = json.loads((tmp_path / "out" / "results.json").read_text())
     assert sum(r["packed"] for r in summary["runs"].values()) == len(todo)
 
 
