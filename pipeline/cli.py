@@ -228,6 +228,7 @@ def _tune(args: argparse.Namespace, extra: list[str]) -> int:
         patience=args.patience,
         space_file=args.space,
         seed=args.seed,
+        pack=args.pack,
     )
     if result.get("worker"):
         print("Worker done: the chief writes the results table.")
@@ -381,6 +382,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--space", default=None, help="JSON/YAML file replacing space entries."
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--pack",
+        action="store_true",
+        help="Train the trials on packed batches (`genni train --pack`: the same "
+        "model and loss, several times faster on short sequences). The best "
+        "configuration leaves it out: add --pack to `genni train` yourself.",
+    )
     p.set_defaults(handler=_tune)
 
     p = commands.add_parser(

@@ -272,11 +272,21 @@ def tune(
     patience: int = 10,
     space_file: str | None = None,
     seed: int = 0,
+    pack: bool = False,
 ) -> dict:
-    """Run (or continue) a search; writes the table and the best config."""
+    """Run (or continue) a search; writes the table and the best config.
+
+    `pack`: trials train on packed batches (`genni train --pack`: the same
+    model and loss, faster on short sequences).
+    """
     space = load_space(space_file)
     base = TrainConfig(
-        data=data, output="", epochs=epochs_per_trial, patience=patience, seed=seed
+        data=data,
+        output="",
+        epochs=epochs_per_trial,
+        patience=patience,
+        seed=seed,
+        pack=pack,
     )
     tuner = GenNiTuner(
         make_oracle(oracle, max_trials, epochs_per_trial, seed, space),
@@ -335,8 +345,9 @@ def write_results(tuner: GenNiTuner, output: str) -> dict:
         json.dump(result, f, indent=2)
     if rows and rows[0]["config"]:
         best = dict(rows[0]["config"])
-        # The trial budget (epochs, patience) is the search's, not a setting found.
-        for key in ("data", "output", "epochs", "patience"):
+        # The trial budget (epochs, patience) and batch layout are the
+        # search's, not settings found.
+        for key in ("data", "output", "epochs", "patience", "pack"):
             best.pop(key, None)
         with open(os.path.join(output, BEST_CONFIG_FILE), "w") as f:
             json.dump(best, f, indent=2, sort_keys=True)

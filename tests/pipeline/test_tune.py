@@ -55,16 +55,20 @@ def test_tiny_search_writes_table_and_best_config_and_resumes(
     assert first["hyperparameters"]["learning_rate"] == pytest.approx(1e-3)
     assert "| rank |" in (out / tune.TABLE_FILE).read_text()
 
-    # Re-running with a larger budget continues: only one new trial is trained.
+    # Re-running with a larger budget continues: only one new trial is
+    # trained, here on packed batches.
     args[args.index("--max-trials") + 1] = "3"
-    assert cli.main(args) == 0
+    assert cli.main([*args, "--pack"]) == 0
     results = json.loads((out / tune.RESULTS_FILE).read_text())
     assert sorted(t["trial"] for t in results["trials"]) == ["0", "1", "2"]
+    packed = {t["trial"]: t["config"]["pack"] for t in results["trials"]}
+    assert packed == {"0": False, "1": False, "2": True}
 
     # The best config round-trips into `genni train --config`.
     best = out / tune.BEST_CONFIG_FILE
     config = json.loads(best.read_text())
-    assert config["hidden_size"] == 16 and "epochs" not in config
+    assert config["hidden_size"] == 16
+    assert "epochs" not in config and "pack" not in config
     run = tmp_path / "retrain"
     assert (
         cli.main(
