@@ -806,15 +806,16 @@ def _time_section(
 
 
 def _self_adjust_section(table: dict, paper: dict, output: str) -> list[str]:
-    rows = _rows(table, "self_adjust")
-    initial = sorted({float(label.split("=")[1]) for label in rows})
-    series = {
-        kind: (
-            initial,
-            [_mean(table, "self_adjust", f"{kind} alpha0={a:g}") for a in initial],
+    rows, missing = _finished(table, "self_adjust")
+    initial = sorted({float(label.split("=")[1]) for label in table["self_adjust"]})
+    kinds = ("fixed", "self-adjusted")
+    series = {}
+    for kind in kinds:
+        done = [a for a in initial if f"{kind} alpha0={a:g}" in rows]
+        series[kind] = (
+            done,
+            [_mean(table, "self_adjust", f"{kind} alpha0={a:g}") for a in done],
         )
-        for kind in ("fixed", "self-adjusted")
-    }
     _plot(
         os.path.join(output, "self_adjust.png"),
         "NDCG@10 vs initial alpha",
@@ -833,22 +834,22 @@ def _self_adjust_section(table: dict, paper: dict, output: str) -> list[str]:
         "|---|---|---|---|",
     ]
     for a in initial:
-        adjusted = rows[f"self-adjusted alpha0={a:g}"][0]
-        at_best = [
-            r.get("alpha")
-            for r in adjusted["history"]
-            if r["epoch"] == adjusted["best_epoch"]
+        cells = [
+            _fmt(_test(rows[label], "NDCG@10")) if label in rows else "not run yet"
+            for label in (f"{kind} alpha0={a:g}" for kind in kinds)
         ]
-        alpha = f"{at_best[0]:.2f}" if at_best and at_best[0] is not None else "-"
-        lines.append(
-            _row(
-                f"{a:g}",
-                _fmt(_test(rows[f"fixed alpha0={a:g}"], "NDCG@10")),
-                _fmt(_test(rows[f"self-adjusted alpha0={a:g}"], "NDCG@10")),
-                alpha,
-            )
-        )
-    return lines
+        alpha = "-"
+        adjusted = rows.get(f"self-adjusted alpha0={a:g}")
+        if adjusted:
+            at_best = [
+                r.get("alpha")
+                for r in adjusted[0]["history"]
+                if r["epoch"] == adjusted[0]["best_epoch"]
+            ]
+            if at_best and at_best[0] is not None:
+                alpha = f"{at_best[0]:.2f}"
+        lines.append(_row(f"{a:g}", *cells, alpha))
+    return lines + _still_missing(missing)
 
 
 def _case_lines(case: dict) -> list[str]:

@@ -279,6 +279,10 @@ def test_report_renders_a_partial_grid(tmp_path):
         in text
     )
     assert os.path.exists(tmp_path / "r" / "valid_vs_time.png")
+    # Self-adjusted: fixed alpha 2.5 is the main GenNi run; the rest named.
+    assert "| 2.5 | 8.25 ± 0.35 | not run yet | - |" in text
+    assert "| 0 | not run yet | not run yet | - |" in text
+    assert os.path.exists(tmp_path / "r" / "self_adjust.png")
     verdicts = json.loads((tmp_path / "r" / report.RESULTS_FILE).read_text())["claims"]
     assert verdicts[0]["reproduced"] is True
     assert [v["reproduced"] for v in verdicts[1:]] == [None] * 4
