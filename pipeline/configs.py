@@ -164,7 +164,7 @@ class TrainConfig(_Settings):
 
 
 # How `genni train` runs (not a setting of the run): tf.distribute strategies.
-STRATEGIES = ("default", "mirrored")
+STRATEGIES = ("default", "mirrored", "multi_worker")
 
 PRETRAIN_SAMPLERS = ("uniform", "genni")
 

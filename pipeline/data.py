@@ -70,7 +70,13 @@ def train_dataset(
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         ).prefetch(tf.data.AUTOTUNE)
-    return out
+    # Several workers (MultiWorkerMirroredStrategy) each build this same
+    # order and keep their share of its batches; the split is one file.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
+    return out.with_options(options)
 
 
 def item_counts(data_dir: str, max_len: int, num_items: int) -> np.ndarray:

@@ -10,6 +10,7 @@ A run directory holds:
 | `best/`        | weights at the best validation NDCG@10                |
 | `tensorboard/` | loss, positive/negative scores, alpha, beta, metrics  |
 | `metrics.json` | config, best epoch, valid and test metrics, timings   |
+| `workers/`     | other workers' checkpoints (multi-worker; removed)    |
 
 A killed run continues with `--resume` from its last checkpoint and ends where
 an uninterrupted run would: the batch order depends only on (seed, epoch), and
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import statistics
 import time
 
@@ -44,6 +46,7 @@ METRICS_FILE = rundir.METRICS_FILE
 CHECKPOINT_DIR = "checkpoints"
 BEST_DIR = "best"
 TENSORBOARD_DIR = "tensorboard"
+WORKERS_DIR = "workers"
 EVAL_BATCH_SIZE = 512
 OBJECTIVE = "NDCG@10"
 
@@ -159,11 +162,45 @@ def make_strategy(name: str) -> tf.distribute.Strategy | None:
 
     "mirrored": `tf.distribute.MirroredStrategy` over every local GPU (the CPU
     when there is none): each batch is split over the replicas and gradients
-    are all-reduced.
+    are all-reduced. "multi_worker": `tf.distribute.MultiWorkerMirroredStrategy`
+    over the machines that TF_CONFIG names (every one runs the same command;
+    gradients are all-reduced across all of their devices).
     """
     if name not in STRATEGIES:
         raise ValueError(f"Unknown strategy {name!r}; expected one of {STRATEGIES}.")
-    return tf.distribute.MirroredStrategy() if name == "mirrored" else None
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError(
+                "--strategy multi_worker needs TF_CONFIG: the cluster's workers "
+                'and this one\'s task, e.g. {"cluster": {"worker": ["host1:2222", '
+                '"host2:2222"]}, "task": {"type": "worker", "index": 0}}.'
+            )
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    return None
+
+
+def worker_task(strategy: tf.distribute.Strategy | None) -> str | None:
+    """This process's task when it is not the chief of a multi-worker cluster
+    (e.g. "worker_1"), else None: the chief (or lone process) owns the run
+    directory; the others keep their checkpoints apart and write no results."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    if not cluster or resolver.task_type in (None, "chief"):
+        return None
+    first_worker = resolver.task_type == "worker" and resolver.task_id == 0
+    if first_worker and "chief" not in cluster:
+        return None
+    return f"{resolver.task_type}_{resolver.task_id}"
+
+
+def _worker_state(config: TrainConfig, resume: bool) -> dict:
+    """A non-chief worker's start: the chief's saved state on --resume."""
+    state_path = os.path.join(config.output, STATE_FILE)
+    if resume and os.path.exists(state_path):
+        return rundir.read_json(state_path)
+    return _initial_state()
 
 
 def train(
@@ -181,7 +218,21 @@ def train(
     reproducible under the strategy (and replica count) it started with.
     """
     info = schema.DatasetInfo.load(config.data)
-    state = rundir.prepare(config.output, config.to_dict(), resume, _initial_state())
+    replicas = strategy.num_replicas_in_sync if strategy is not None else 1
+    if config.pack and config.exclude_seen and replicas > 1:
+        raise ValueError(
+            "--pack with --exclude-seen trains on one replica only: drop one of "
+            "them or use --strategy default."
+        )
+    task = worker_task(strategy)
+    if task is None:
+        state = rundir.prepare(
+            config.output, config.to_dict(), resume, _initial_state()
+        )
+        own_dir = config.output
+    else:  # The chief writes the run; this worker keeps its checkpoints apart.
+        state = _worker_state(config, resume)
+        own_dir = os.path.join(config.output, WORKERS_DIR, task)
     tf.keras.utils.set_random_seed(config.seed)
     counts = (
         data.item_counts(config.data, info.max_len, info.num_items)
@@ -192,9 +243,9 @@ def train(
         model = build_model(config, info, counts)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
         manager = tf.train.CheckpointManager(
-            checkpoint, os.path.join(config.output, CHECKPOINT_DIR), max_to_keep=2
+            checkpoint, os.path.join(own_dir, CHECKPOINT_DIR), max_to_keep=2
         )
-        best_path = os.path.join(config.output, BEST_DIR, "weights")
+        best_path = os.path.join(own_dir, BEST_DIR, "weights")
         best = tf.train.Checkpoint(model=model)
         if state["checkpoint"]:
             checkpoint.restore(state["checkpoint"]).assert_existing_objects_matched()
@@ -211,7 +262,11 @@ def train(
 
     cached_train = data.records(config.data, schema.TRAIN).cache()
     valid = Evaluator(config.data, schema.VALID, info.max_len, config.pack)
-    writer = tf.summary.create_file_writer(os.path.join(config.output, TENSORBOARD_DIR))
+    writer = (
+        tf.summary.create_file_writer(os.path.join(config.output, TENSORBOARD_DIR))
+        if task is None
+        else tf.summary.create_noop_writer()
+    )
     sampler = model.sampler
     while state["epoch"] < config.epochs and not state["stopped_early"]:
         epoch = state["epoch"]
@@ -268,11 +323,19 @@ def train(
         state["history"].append(record)
         state["epoch"] = epoch + 1
         state["checkpoint"] = manager.save(checkpoint_number=epoch + 1)
-        rundir.write_json(os.path.join(config.output, STATE_FILE), state)
+        if task is None:  # Every worker resumes from the chief's checkpoint.
+            rundir.write_json(os.path.join(config.output, STATE_FILE), state)
 
     best.read(best_path).assert_existing_objects_matched()
     test = Evaluator(config.data, schema.TEST, info.max_len, config.pack)
-    return _finish(config, state, valid(model), test(model))
+    result = _finish(config, state, valid(model), test(model))
+    if task is None:
+        rundir.write_json(os.path.join(config.output, METRICS_FILE), result)
+    else:
+        shutil.rmtree(own_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):  # Other workers may still be there.
+            os.rmdir(os.path.dirname(own_dir))
+    return result
 
 
 def _log_epoch(writer: tf.summary.SummaryWriter, record: dict) -> None:
@@ -286,7 +349,7 @@ def _log_epoch(writer: tf.summary.SummaryWriter, record: dict) -> None:
 
 
 def _finish(config: TrainConfig, state: dict, valid: dict, test: dict) -> dict:
-    """metrics.json from the run's state and the best epoch's metrics."""
+    """The contents of metrics.json: the run's state and the best epoch's metrics."""
     history = state["history"]
     train_s = [r["train_seconds"] for r in history]
     eval_s = [r["eval_seconds"] for r in history if "eval_seconds" in r]
@@ -305,7 +368,6 @@ def _finish(config: TrainConfig, state: dict, valid: dict, test: dict) -> dict:
         ],
         "history": history,
     }
-    rundir.write_json(os.path.join(config.output, METRICS_FILE), result)
     return result
 
 

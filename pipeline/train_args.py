@@ -141,8 +141,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=STRATEGIES,
         default="default",
         help="tf.distribute strategy: 'mirrored' trains data-parallel on every "
-        "local GPU (--batch-size is then the global batch). Not a setting of the "
-        "run: resume under the strategy it started with to get the same run.",
+        "local GPU; 'multi_worker' on every device of the machines TF_CONFIG "
+        "names (run the same command on each; the chief, or worker 0, writes "
+        "the run, so --output must be a shared path). --batch-size is then the "
+        "global batch. Not a setting of the run: resume under the strategy it "
+        "started with to get the same run.",
     )
     parser.add_argument("--quiet", action="store_true", help="No progress bars.")
 
