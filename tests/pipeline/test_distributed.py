@@ -1,4 +1,5 @@
-"""`genni train` under tf.distribute.MirroredStrategy with two replicas.
+"""`genni train` under tf.distribute.MirroredStrategy with two replicas, and
+under MultiWorkerMirroredStrategy with two worker processes.
 
 Two logical CPU devices stand in for two GPUs. They must be configured before
 TensorFlow starts its runtime, which the other tests have done in this
