@@ -32,7 +32,18 @@ class CheckpointedDropout(tf.keras.layers.Layer):
     def call(self, inputs: tf.Tensor, training: bool = False) -> tf.Tensor:
         if not training or self.rate == 0.0:
             return inputs
-        keep = self.generator.uniform(tf.shape(inputs), dtype=inputs.dtype) >= self.rate
+        shape = tf.shape(inputs)
+        if tf.distribute.get_strategy().num_replicas_in_sync > 1:
+            # A generator's state moves by the size of each draw, and a
+            # checkpoint keeps the first replica's state only: replicas whose
+            # inputs differ in shape (an uneven last batch, packed rows) would
+            # resume on another stream. A fixed-size draw of a seed moves every
+            # replica's state alike.
+            seed = self.generator.make_seeds(1)[:, 0]
+            noise = tf.random.stateless_uniform(shape, seed, dtype=inputs.dtype)
+        else:  # One replica: the stream of every run so far.
+            noise = self.generator.uniform(shape, dtype=inputs.dtype)
+        keep = noise >= self.rate
         scale = tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
         return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
 

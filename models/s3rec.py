@@ -240,10 +240,13 @@ class S3RecPretrainer(tf.keras.Model):
         return self.compute_loss_terms(features, training=training)[0]
 
     def train_step(self, features: dict) -> dict[str, tf.Tensor]:
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
         with tf.GradientTape() as tape:
             loss, terms = self.compute_loss_terms(features, training=True)
+            # Replica gradients are summed: average them.
+            scaled = loss / replicas if replicas > 1 else loss
         variables = self.trainable_variables
-        gradients = tape.gradient(loss, variables)
+        gradients = tape.gradient(scaled, variables)
         self.optimizer.apply_gradients(
             (g, v) for g, v in zip(gradients, variables, strict=True) if g is not None
         )

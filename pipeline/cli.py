@@ -113,11 +113,14 @@ def _train(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _pretrain(args: argparse.Namespace, extra: list[str]) -> int:
-    from pipeline import pretrain, train_args
+    from pipeline import pretrain, train, train_args
 
     config = train_args.pretrain_config_from_args(args)
     state = pretrain.pretrain(
-        config, resume=args.resume, verbose=0 if args.quiet else 1
+        config,
+        resume=args.resume,
+        verbose=0 if args.quiet else 1,
+        strategy=train.make_strategy(args.strategy),
     )
     last = state["history"][-1] if state["history"] else {}
     print(

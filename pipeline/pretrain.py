@@ -17,6 +17,7 @@ A pre-training directory holds:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -195,8 +196,21 @@ def build_pretrainer(
     return model
 
 
-def pretrain(config: PretrainConfig, resume: bool = False, verbose: int = 1) -> dict:
-    """Pre-train for `config.epochs`; returns the final state (losses, times)."""
+def pretrain(
+    config: PretrainConfig,
+    resume: bool = False,
+    verbose: int = 1,
+    strategy: tf.distribute.Strategy | None = None,
+) -> dict:
+    """Pre-train for `config.epochs`; returns the final state (losses, times).
+
+    `strategy`: a single-machine `tf.distribute` strategy (MirroredStrategy)
+    to build and train under; `config.batch_size` is then the global batch.
+    """
+    if _workers(strategy) > 1:
+        raise ValueError(
+            "genni pretrain runs on one machine: use --strategy default or mirrored."
+        )
     info = schema.DatasetInfo.load(config.data)
     attributes, vocabulary = load_attributes(config.data, info.num_items)
     state = rundir.prepare(
@@ -206,14 +220,15 @@ def pretrain(config: PretrainConfig, resume: bool = False, verbose: int = 1) -> 
         {"epoch": 0, "history": [], "checkpoint": None},
     )
     tf.keras.utils.set_random_seed(config.seed)
-    model = build_pretrainer(config, info, attributes)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-    manager = tf.train.CheckpointManager(
-        checkpoint, os.path.join(config.output, CHECKPOINT_DIR), max_to_keep=2
-    )
-    if state["checkpoint"]:
-        checkpoint.restore(state["checkpoint"]).assert_existing_objects_matched()
-        print(f"Resumed {config.output} at epoch {state['epoch']}.")
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        model = build_pretrainer(config, info, attributes)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        manager = tf.train.CheckpointManager(
+            checkpoint, os.path.join(config.output, CHECKPOINT_DIR), max_to_keep=2
+        )
+        if state["checkpoint"]:
+            checkpoint.restore(state["checkpoint"]).assert_existing_objects_matched()
+            print(f"Resumed {config.output} at epoch {state['epoch']}.")
     sequences = training_sequences(config.data, info.max_len)
     rows = prefixes(sequences, info.max_len)
     long_sequence = np.concatenate(sequences)
@@ -256,6 +271,12 @@ def pretrain(config: PretrainConfig, resume: bool = False, verbose: int = 1) -> 
         )
         rundir.write_json(os.path.join(config.output, STATE_FILE), state)
     return state
+
+
+def _workers(strategy: tf.distribute.Strategy | None) -> int:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    return sum(len(tasks) for tasks in cluster.values()) or 1
 
 
 def read_config(pretrain_dir: str) -> PretrainConfig:

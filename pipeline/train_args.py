@@ -234,6 +234,13 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume", action="store_true", help="Continue the killed run in --output."
     )
+    parser.add_argument(
+        "--strategy",
+        choices=[s for s in STRATEGIES if s != "multi_worker"],
+        default="default",
+        help="tf.distribute strategy: 'mirrored' pre-trains data-parallel on "
+        "every local GPU (--batch-size is then the global batch).",
+    )
     parser.add_argument("--quiet", action="store_true", help="No progress bars.")
 
 
