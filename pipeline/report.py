@@ -26,6 +26,7 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Callable
 
 from pipeline import rundir, schema
 from pipeline.configs import TrainConfig
@@ -298,14 +299,23 @@ def run_grid(
     verbose: int = 1,
     train_missing: bool = True,
     first: set[tuple[str, str]] = frozenset(),
+    after_each: Callable[[dict[str, dict]], None] | None = None,
 ) -> dict[str, dict]:
     """metrics.json of every finished run, after training those without it
     (resuming a started one) unless `train_missing` is False. Runs used by
-    an (experiment, label) in `first` train before the others."""
+    an (experiment, label) in `first` train before the others; `after_each`
+    gets the finished runs' metrics after each run trained."""
     from pipeline import train
 
     def finished(run_dir: str) -> bool:
         return os.path.exists(os.path.join(run_dir, train.METRICS_FILE))
+
+    def results() -> dict[str, dict]:
+        return {
+            d: rundir.read_json(os.path.join(d, train.METRICS_FILE))
+            for d in runs
+            if finished(d)
+        }
 
     def later(run_dir: str) -> bool:
         return not any(use[:2] in first for use in runs[run_dir]["uses"])
@@ -326,11 +336,9 @@ def run_grid(
                 flush=True,
             )
         train.train(runs[run_dir]["config"], resume=started, verbose=0)
-    return {
-        d: rundir.read_json(os.path.join(d, train.METRICS_FILE))
-        for d in runs
-        if finished(d)
-    }
+        if after_each is not None:
+            after_each(results())
+    return results()
 
 
 def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
@@ -1008,24 +1016,31 @@ def report(
     runs_dir = runs_dir or os.path.join(output, "runs")
     runs = plan(data, runs_dir, grid)
     start = time.perf_counter()
+    speed_path = os.path.join(output, SPEED_FILE)
+    if os.path.exists(speed_path):  # Timed once per report directory.
+        speed = rundir.read_json(speed_path)
+    else:
+        speed = measure_speed(data, grid, output)
+    case_path = os.path.join(output, CASE_STUDY_FILE)
+    case = rundir.read_json(case_path) if os.path.exists(case_path) else None
+
+    def rerender(results: dict[str, dict]) -> None:  # A report at every run's end.
+        render(output, runs, results, case, dataset, commands or [], speed)
+
     results = run_grid(
-        runs, verbose=verbose, train_missing=not report_only, first=claim_runs(grid)
+        runs,
+        verbose=verbose,
+        train_missing=not report_only,
+        first=claim_runs(grid),
+        after_each=rerender,
     )
     main_genni = next(
         e["config"]
         for e in runs.values()
         if any(use[:3] == ("main", "genni", grid.seeds[0]) for use in e["uses"])
     )
-    case = None
     if grid.case_epochs and not report_only:
         case = case_study(dataclasses.replace(main_genni, output=""), grid, output)
-    elif os.path.exists(os.path.join(output, CASE_STUDY_FILE)):
-        case = rundir.read_json(os.path.join(output, CASE_STUDY_FILE))
-    speed_path = os.path.join(output, SPEED_FILE)
-    if os.path.exists(speed_path):  # Timed once per report directory.
-        speed = rundir.read_json(speed_path)
-    else:
-        speed = measure_speed(data, grid, output)
     text = render(output, runs, results, case, dataset, commands or [], speed)
     if verbose:
         print(

@@ -372,6 +372,26 @@ def test_speed_is_timed_side_by_side_once_per_report(tmp_path, monkeypatch):
     )
 
 
+def test_the_report_is_rewritten_after_each_run(tmp_path, monkeypatch):
+    data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=3, max_len=6)
+    out = tmp_path / "r"
+    monkeypatch.setattr(report, "measure_speed", lambda *args: None)
+    monkeypatch.setattr(report, "case_study", lambda *args: None)
+    seen = []
+
+    def fake_train(config, resume=False, verbose=1):
+        path = out / report.REPORT_FILE
+        text = path.read_text() if path.exists() else ""
+        seen.append(re.search(r"(\d+) of \d+ runs finished", text))
+        finish({config.output: {"config": config}}, value_of)
+
+    monkeypatch.setattr(train, "train", fake_train)
+    text = report.report(data, str(out), None, True, None, None, 0)
+    assert seen[0] is None  # Nothing had finished before the first run.
+    assert [int(m.group(1)) for m in seen[1:]] == list(range(1, len(seen)))
+    assert f"{len(seen)} of {len(seen)} runs finished" in text
+
+
 def test_report_needs_a_dataset(tmp_path, capsys):
     code = cli.main(
         ["report", "--data", str(tmp_path), "--output", str(tmp_path / "r")]
