@@ -18,6 +18,44 @@ from tests.conftest import make_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Shared by the child scripts: a tiny GenNi run trained straight, and the same
+# run killed in `kill_epoch` then resumed.
+RUNS = """
+from pipeline import train
+from pipeline.configs import TrainConfig
+
+
+def tiny_config(name, **settings):
+    return TrainConfig(
+        data=data_dir, output=f"{out}/{name}", hidden_size=16, num_layers=1,
+        learning_rate=0.005, dropout=0.1, attention_dropout=0.1, patience=10,
+        sampler="genni", **settings,
+    )
+
+
+def straight_and_resumed(strategy, kill_epoch, **settings):
+    straight = train.train(
+        tiny_config("straight", **settings), verbose=0, strategy=strategy
+    )
+    original = train._log_epoch
+
+    def killed(writer, record):
+        if record["epoch"] == kill_epoch:
+            raise KeyboardInterrupt
+        original(writer, record)
+
+    train._log_epoch = killed
+    try:
+        train.train(tiny_config("killed", **settings), verbose=0, strategy=strategy)
+    except KeyboardInterrupt:
+        pass
+    train._log_epoch = original
+    resumed = train.train(
+        tiny_config("killed", **settings), resume=True, verbose=0, strategy=strategy
+    )
+    return straight, resumed
+"""
+
 SCRIPT = """
 import json, sys
 import tensorflow as tf
@@ -27,43 +65,21 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2
 )
 from pipeline import data, schema, train
-from pipeline.configs import TrainConfig
 
 data_dir, out = sys.argv[1], sys.argv[2]
 devices = [d.name for d in tf.config.list_logical_devices("CPU")]
 strategy = tf.distribute.MirroredStrategy(devices)
-
-
-def config(name):
-    return TrainConfig(
-        data=data_dir, output=f"{out}/{name}", epochs=5, hidden_size=16,
-        num_layers=1, batch_size=63, learning_rate=0.005, dropout=0.1,
-        attention_dropout=0.1, patience=10, sampler="genni", alpha_step=0.05,
-    )
-
-
-straight = train.train(config("straight"), verbose=0, strategy=strategy)
-original = train._log_epoch
-
-
-def killed_in_epoch_3(writer, record):
-    if record["epoch"] == 3:
-        raise KeyboardInterrupt
-    original(writer, record)
-
-
-train._log_epoch = killed_in_epoch_3
-try:
-    train.train(config("killed"), verbose=0, strategy=strategy)
-except KeyboardInterrupt:
-    pass
-train._log_epoch = original
-resumed = train.train(config("killed"), resume=True, verbose=0, strategy=strategy)
+"""
+SCRIPT += RUNS
+SCRIPT += """
+straight, resumed = straight_and_resumed(
+    strategy, epochs=5, kill_epoch=3, batch_size=63, alpha_step=0.05
+)
 
 # The self-adjusted alpha is a mirrored variable: its copies must stay equal.
 info = schema.DatasetInfo.load(data_dir)
 with strategy.scope():
-    model = train.build_model(config("fit"), info, None)
+    model = train.build_model(tiny_config("fit", alpha_step=0.05), info, None)
 records = data.records(data_dir, schema.TRAIN)
 batches = data.train_dataset(records, info.max_len, 64, 0, 0)
 model.fit(batches, epochs=2, verbose=0)
@@ -175,40 +191,17 @@ def test_self_adjusted_alpha_stays_equal_on_every_replica(distributed):
 # two machines. Each trains, is killed in epoch 2, resumes; the chief (worker
 # 0) writes the run, worker 1 keeps its checkpoints apart.
 WORKER_SCRIPT = """
-import json, os, sys
-import tensorflow as tf
+import json, sys
 from pipeline import train
-from pipeline.configs import TrainConfig
 
 data_dir, out = sys.argv[1], sys.argv[2]
 strategy = train.make_strategy("multi_worker")
-
-
-def config(name):
-    return TrainConfig(
-        data=data_dir, output=f"{out}/{name}", epochs=3, hidden_size=16,
-        num_layers=1, batch_size=64, learning_rate=0.005, dropout=0.1,
-        attention_dropout=0.1, patience=10, sampler="genni",
-    )
-
-
-straight = train.train(config("straight"), verbose=0, strategy=strategy)
-original = train._log_epoch
-
-
-def killed_in_epoch_2(writer, record):
-    if record["epoch"] == 2:
-        raise KeyboardInterrupt
-    original(writer, record)
-
-
-train._log_epoch = killed_in_epoch_2
-try:
-    train.train(config("killed"), verbose=0, strategy=strategy)
-except KeyboardInterrupt:
-    pass
-train._log_epoch = original
-resumed = train.train(config("killed"), resume=True, verbose=0, strategy=strategy)
+"""
+WORKER_SCRIPT += RUNS
+WORKER_SCRIPT += """
+straight, resumed = straight_and_resumed(
+    strategy, epochs=3, kill_epoch=2, batch_size=64
+)
 print(json.dumps({
     "task": train.worker_task(strategy),
     "replicas": strategy.num_replicas_in_sync,
