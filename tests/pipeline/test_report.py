@@ -334,6 +334,28 @@ def test_claims_need_only_the_runs_they_compare(tmp_path):
     assert [judged[report.CLAIMS[i]][0] for i in (0, 2)] == [None] * 2
 
 
+@pytest.mark.parametrize(
+    ("finished", "verdict"),
+    [
+        ({0.0: 1.0, 2.5: 2.0, 5.0: 3.0}, None),  # Best at an end, alpha 1 missing.
+        ({0.0: 1.0, 1.0: 1.5, 2.5: 2.0, 5.0: 3.0}, False),  # all run: a no.
+        ({0.0: 1.0, 2.5: 3.0, 5.0: 2.0}, True),  # A peak between the ends.
+    ],
+)
+def test_the_alpha_claim_waits_while_the_best_is_an_end(finished, verdict):
+    labels = ("0", "1", "2.5", "5")
+    table = {
+        "alpha": {
+            label: [{"test": {"NDCG@10": finished[float(label)]}}]
+            if float(label) in finished
+            else []
+            for label in labels
+        }
+    }
+    judged = {c: ok for c, ok, _ in report.claims(table)}
+    assert judged[report.CLAIMS[1]] is verdict
+
+
 def test_case_study_on_tiny_data(tmp_path):
     data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=2, max_len=6)
     config = train.TrainConfig(
