@@ -207,7 +207,7 @@ def pretrain(
     `strategy`: a single-machine `tf.distribute` strategy (MirroredStrategy)
     to build and train under; `config.batch_size` is then the global batch.
     """
-    if _workers(strategy) > 1:
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         raise ValueError(
             "genni pretrain runs on one machine: use --strategy default or mirrored."
         )
@@ -271,12 +271,6 @@ def pretrain(
         )
         rundir.write_json(os.path.join(config.output, STATE_FILE), state)
     return state
-
-
-def _workers(strategy: tf.distribute.Strategy | None) -> int:
-    resolver = getattr(strategy, "cluster_resolver", None)
-    cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
-    return sum(len(tasks) for tasks in cluster.values()) or 1
 
 
 def read_config(pretrain_dir: str) -> PretrainConfig:
