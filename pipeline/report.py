@@ -328,6 +328,14 @@ def run_grid(
             f"{len(todo)} to train."
         )
     for position, run_dir in enumerate(todo, 1):
+        if finished(run_dir):  # Another process (a second grid, a person) did it.
+            if verbose:
+                print(
+                    f"[{position}/{len(todo)}] finished meanwhile: "
+                    f"{os.path.basename(run_dir)}",
+                    flush=True,
+                )
+            continue
         started = os.path.exists(os.path.join(run_dir, train.CONFIG_FILE))
         if verbose:
             verb = "resuming" if started else "training"

@@ -151,6 +151,23 @@ def test_grid_trains_only_what_is_missing(tmp_path, monkeypatch):
     assert calls == []
 
 
+def test_grid_skips_a_run_another_process_finished_meanwhile(tmp_path, monkeypatch):
+    runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
+    names = list(runs)
+    finish({d: runs[d] for d in names[:-2]}, value_of)
+    calls = []
+
+    def fake_train(config, resume=False, verbose=1):
+        calls.append(config.output)
+        # While this run trains, a second process finishes the last one.
+        finish({d: runs[d] for d in names[-2:]}, value_of)
+
+    monkeypatch.setattr(train, "train", fake_train)
+    results = report.run_grid(runs, verbose=0)
+    assert calls == [names[-2]]
+    assert set(results) == set(names)
+
+
 def test_the_claims_runs_train_first_and_decide_every_claim(tmp_path, monkeypatch):
     runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
     first = report.claim_runs(GRID)
