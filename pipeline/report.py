@@ -275,14 +275,19 @@ def plan(data: str, runs_dir: str, grid: Grid) -> dict[str, dict]:
     return runs
 
 
-def claim_runs(grid: Grid) -> set[tuple[str, str]]:
+def claim_runs(grid: Grid, table: dict | None = None) -> set[tuple[str, str]]:
     """(experiment, label) of the runs that decide the paper's claims: the
-    ones `claims` needs, trained before the rest of the grid."""
+    ones `claims` needs, trained before the rest of the grid.
+
+    With `table` (`collect` of the finished runs) it adds the run that can
+    still move an undecided alpha claim (`_alpha_next`).
+    """
     labels = {e: [label for label, _ in rows] for e, rows in experiments(grid).items()}
     alphas = labels["alpha"]
     between = f"{MAIN_ALPHA:g}" if f"{MAIN_ALPHA:g}" in alphas[1:-1] else alphas[1]
     fewest, most = grid.bpr_ks[0], grid.bpr_ks[-1]
     return {
+        *(_alpha_next(table) if table is not None else ()),
         ("main", "uniform"),
         ("main", "genni"),
         ("efficiency", "genni beta 0.1"),
@@ -294,17 +299,40 @@ def claim_runs(grid: Grid) -> set[tuple[str, str]]:
     }
 
 
+def _alpha_next(table: dict) -> set[tuple[str, str]]:
+    """While the best finished alpha is an end of the sweep (the claim waits,
+    `_alpha_peak`), the missing alpha nearest that end: the one most likely
+    to beat it. Nothing once the claim can be judged or the ends are missing."""
+    labels = list(table.get("alpha", {}))
+    try:
+        done, missing = _finished(table, "alpha")
+    except NotRun:
+        return set()
+    if not missing or labels[0] not in done or labels[-1] not in done:
+        return set()
+    judged = [label for label in labels if label in done]
+    values = [_mean(table, "alpha", label) for label in judged]
+    best = max(range(len(values)), key=values.__getitem__)
+    if best == 0:
+        return {("alpha", missing[0])}
+    if best == len(values) - 1:
+        return {("alpha", missing[-1])}
+    return set()
+
+
 def run_grid(
     runs: dict[str, dict],
     verbose: int = 1,
     train_missing: bool = True,
-    first: set[tuple[str, str]] = frozenset(),
+    first: set[tuple[str, str]]
+    | Callable[[dict[str, dict]], set[tuple[str, str]]] = frozenset(),
     after_each: Callable[[dict[str, dict]], None] | None = None,
 ) -> dict[str, dict]:
     """metrics.json of every finished run, after training those without it
     (resuming a started one) unless `train_missing` is False. Runs used by
-    an (experiment, label) in `first` train before the others; `after_each`
-    gets the finished runs' metrics after each run trained."""
+    an (experiment, label) in `first` train before the others; `first` may
+    be a function of the finished runs' metrics, asked again before each
+    run. `after_each` gets the finished runs' metrics after each run trained."""
     from pipeline import train
 
     def finished(run_dir: str) -> bool:
@@ -317,21 +345,27 @@ def run_grid(
             if finished(d)
         }
 
-    def later(run_dir: str) -> bool:
-        return not any(use[:2] in first for use in runs[run_dir]["uses"])
+    def wanted() -> set[tuple[str, str]]:
+        return first(results()) if callable(first) else first
 
     todo = [d for d in runs if not finished(d)] if train_missing else []
-    todo.sort(key=later)  # Stable: the grid's order otherwise.
+    total = len(todo)
     if verbose and train_missing:
         print(
-            f"{len(runs)} runs in the grid, {len(runs) - len(todo)} finished, "
-            f"{len(todo)} to train."
+            f"{len(runs)} runs in the grid, {len(runs) - total} finished, "
+            f"{total} to train."
         )
-    for position, run_dir in enumerate(todo, 1):
+    for position in range(1, total + 1):
+        now = wanted()
+        run_dir = next(  # The grid's order otherwise.
+            (d for d in todo if any(use[:2] in now for use in runs[d]["uses"])),
+            todo[0],
+        )
+        todo.remove(run_dir)
         if finished(run_dir):  # Another process (a second grid, a person) did it.
             if verbose:
                 print(
-                    f"[{position}/{len(todo)}] finished meanwhile: "
+                    f"[{position}/{total}] finished meanwhile: "
                     f"{os.path.basename(run_dir)}",
                     flush=True,
                 )
@@ -340,7 +374,7 @@ def run_grid(
         if verbose:
             verb = "resuming" if started else "training"
             print(
-                f"[{position}/{len(todo)}] {verb} {os.path.basename(run_dir)}",
+                f"[{position}/{total}] {verb} {os.path.basename(run_dir)}",
                 flush=True,
             )
         train.train(runs[run_dir]["config"], resume=started, verbose=0)
@@ -1047,7 +1081,7 @@ def report(
         runs,
         verbose=verbose,
         train_missing=not report_only,
-        first=claim_runs(grid),
+        first=lambda done: claim_runs(grid, collect(runs, done)),
         after_each=rerender,
     )
     main_genni = next(

@@ -190,6 +190,48 @@ def test_the_claims_runs_train_first_and_decide_every_claim(tmp_path, monkeypatc
     assert None not in [ok for _, ok, _ in verdicts]  # Each one decided.
 
 
+def test_an_undecided_alpha_claim_trains_the_alpha_nearest_the_best_end(
+    tmp_path, monkeypatch
+):
+    grid = dataclasses.replace(GRID, seeds=(0,), alphas=(0.0, 1.0, 2.5, 4.0, 5.0, 6.0))
+    runs = report.plan("DATA", str(tmp_path / "runs"), grid)
+
+    gain = {0.0: 1.0, 1.0: 1.2, 2.5: 1.5, 4.0: 1.9, 5.0: 1.6, 6.0: 1.7}
+
+    def rising(config):  # The best is 4; 6 beats 5 and 2.5.
+        return 3.0 + (gain.get(config.alpha, 1.5) if config.sampler == "genni" else 0.0)
+
+    # The claims' first runs have finished: alpha 0, 2.5 and 6, and 6 is best.
+    first = report.claim_runs(grid)
+    finish(
+        {d: e for d, e in runs.items() if any(u[:2] in first for u in e["uses"])},
+        rising,
+    )
+    table = report.collect(runs, report.run_grid(runs, verbose=0, train_missing=False))
+    assert report.claim_runs(grid, table) - first == {("alpha", "5")}
+    order = []
+
+    def fake_train(config, resume=False, verbose=1):
+        order.append(config.alpha)
+        finish({config.output: {"config": config}}, rising)
+        if len(order) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "train", fake_train)
+    with pytest.raises(KeyboardInterrupt):
+        report.run_grid(
+            runs,
+            verbose=0,
+            first=lambda done: report.claim_runs(grid, report.collect(runs, done)),
+        )
+    # 5 loses to 6, still the best and an end, so 4 next, which beats 6: a peak.
+    assert order == [5.0, 4.0]
+    table = report.collect(runs, report.run_grid(runs, verbose=0, train_missing=False))
+    assert report.claim_runs(grid, table) == first
+    verdicts = {c: ok for c, ok, _ in report.claims(table)}
+    assert verdicts["Quality rises with alpha, then falls"] is True
+
+
 def _stats(path, users):
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "stats.json"), "w") as f:
