@@ -22,6 +22,7 @@ from pipeline.configs import TrainConfig
 
 # Settings that never change what a run learns, left out of the comparison.
 IGNORED = {"data", "output", "epochs", "patience"}
+TEST_METRICS = ("HR@5", "HR@10", "NDCG@5", "NDCG@10")  # The paper's four.
 
 
 def load(run_dir: str) -> dict:
@@ -71,7 +72,7 @@ def _value(value: object) -> str:
 def markdown(runs: list[dict], title: str, command: str) -> str:
     keys = differing(runs)
     head = ["run", *keys, "status", "best valid NDCG@10 (epoch)", "valid HR@10"]
-    head += ["test HR@10", "test NDCG@10"]
+    head += [f"test {name}" for name in TEST_METRICS]
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |"]
     lines.append("|" + "---|" * len(head))
     for r in runs:
@@ -87,9 +88,9 @@ def markdown(runs: list[dict], title: str, command: str) -> str:
         )
         hr = f"{r['best_valid_hr10']:.2f}" if r["best_epoch"] else "-"
         test = (
-            [f"{r['test']['HR@10']:.2f}", f"{r['test']['NDCG@10']:.2f}"]
+            [f"{r['test'][name]:.2f}" for name in TEST_METRICS]
             if r["test"]
-            else ["-", "-"]
+            else ["-"] * len(TEST_METRICS)
         )
         cells = [
             r["run"],
