@@ -84,3 +84,39 @@ class RankingAccumulator:
         if not self.count:
             raise ValueError("No user was evaluated.")
         return {name: 100.0 * s / self.count for name, s in self.sums.items()}
+
+
+def ndcg_gap_bounds(
+    hr_low: float, hr_high: float, low: int = 5, high: int = 10
+) -> tuple[float, float]:
+    """Bounds on NDCG@high - NDCG@low that HR@low and HR@high imply.
+
+    With one target per user, the users counted by HR@high but not HR@low
+    rank between low + 1 and high (1-based), each adding between
+    1 / log2(high + 1) and 1 / log2(low + 2) to NDCG@high. Means over users
+    (and seeds) keep the bounds, so any table of HR@k / NDCG@k from one
+    set of rankings satisfies them; rounded figures need a slack.
+    """
+    if not 0 < low < high:
+        raise ValueError(f"Need 0 < low < high. Got {low}, {high}.")
+    gap = hr_high - hr_low
+    return gap / np.log2(high + 1.0), gap / np.log2(low + 2.0)
+
+
+def metrics_consistent(
+    metrics: dict[str, float], low: int = 5, high: int = 10, decimals: int = 2
+) -> tuple[bool, str]:
+    """Whether HR@low, HR@high, NDCG@low and NDCG@high (all in the same unit,
+    e.g. %) can come from one set of rankings (`ndcg_gap_bounds`), given
+    that each was rounded to `decimals`. Returns the verdict and the numbers."""
+    hr_gap = metrics[f"HR@{high}"] - metrics[f"HR@{low}"]
+    ndcg_gap = metrics[f"NDCG@{high}"] - metrics[f"NDCG@{low}"]
+    slack = 10.0**-decimals  # Two numbers, each off by up to half the last digit.
+    lower, _ = ndcg_gap_bounds(0.0, max(hr_gap - slack, 0.0), low, high)
+    _, upper = ndcg_gap_bounds(0.0, hr_gap + slack, low, high)
+    ok = bool(lower <= ndcg_gap + slack and ndcg_gap - slack <= upper)
+    shown_lower, shown_upper = ndcg_gap_bounds(0.0, hr_gap, low, high)
+    return ok, (
+        f"NDCG@{high} - NDCG@{low} = {ndcg_gap:.2f}; HR@{high} - HR@{low} = "
+        f"{hr_gap:.2f} allows {shown_lower:.2f} to {shown_upper:.2f}"
+    )

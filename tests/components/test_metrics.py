@@ -2,7 +2,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.metrics import RankingAccumulator, ranking_metrics, target_ranks
+from components.metrics import (
+    RankingAccumulator,
+    metrics_consistent,
+    ndcg_gap_bounds,
+    ranking_metrics,
+    target_ranks,
+)
 
 
 def numpy_ranks(scores, targets, histories):
@@ -68,3 +74,30 @@ def test_accumulator_means_in_percent():
     assert acc.result()["HR@1"] == pytest.approx(200 / 3)
     with pytest.raises(ValueError, match="No user"):
         RankingAccumulator().result()
+
+
+def test_ndcg_gap_bounds_are_tight():
+    # Every user counted by HR@10 but not HR@5 at rank 6 (0-based 5), or at 10.
+    for rank, which in ((5, 1), (9, 0)):
+        acc = RankingAccumulator(ks=(5, 10))
+        acc.update(np.array([rank, 0, 50, 50]))
+        m = acc.result()
+        bounds = ndcg_gap_bounds(m["HR@5"], m["HR@10"])
+        assert m["NDCG@10"] - m["NDCG@5"] == pytest.approx(bounds[which], rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_metrics_of_any_rankings_are_consistent(seed):
+    ranks = np.random.default_rng(seed).geometric(0.05, size=500) - 1
+    acc = RankingAccumulator(ks=(5, 10))
+    acc.update(ranks)
+    m = {name: round(value, 2) for name, value in acc.result().items()}
+    assert metrics_consistent(m)[0]
+
+
+def test_paper_rows_that_mix_numbers_are_flagged():
+    toys_genni = {"HR@5": 7.18, "HR@10": 9.96, "NDCG@5": 5.15, "NDCG@10": 5.90}
+    ok, why = metrics_consistent(toys_genni)
+    assert not ok and "0.80 to 0.99" in why
+    beauty_genni = {"HR@5": 6.30, "HR@10": 8.79, "NDCG@5": 4.48, "NDCG@10": 5.33}
+    assert metrics_consistent(beauty_genni)[0]
