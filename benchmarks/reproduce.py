@@ -19,6 +19,7 @@ import sys
 
 from _common import RESULTS, machine, write_results
 
+from components.metrics import metrics_consistent
 from pipeline import train
 from pipeline.configs import TrainConfig
 
@@ -250,6 +251,14 @@ def main(argv: list[str] | None = None) -> int:
             + " | ".join(cells)
             + f" | {epochs} | {seconds:.1f} |"
         )
+    for variant in rows:  # Paper rows that no set of rankings can give.
+        if all(m in paper.get(variant, {}) for m in METRICS):
+            ok, why = metrics_consistent(paper[variant])
+            if not ok:
+                lines.append(
+                    f"\nThe paper's {variant} row cannot come from one set of "
+                    f"rankings: {why} (`benchmarks/paper_consistency.py`)."
+                )
     lines.append(
         "\nCommand: `python benchmarks/reproduce.py --data "
         f"{args.data} --dataset {args.dataset} --runs-dir {args.runs_dir} --seeds "

@@ -704,6 +704,8 @@ _CHECKS = (_wide_margin, _alpha_peak, _beta_cost, _one_beats_many, _bpr_negative
 
 
 def _main_section(table: dict, paper: dict, output: str) -> list[str]:
+    from components.metrics import metrics_consistent
+
     lines = [_row("model", *METRICS), "|---|" + "---|" * len(METRICS)]
     for label, metrics in table.get("main", {}).items():
         if metrics:
@@ -716,6 +718,14 @@ def _main_section(table: dict, paper: dict, output: str) -> list[str]:
             lines.append(
                 _row(f"{ROW_NAMES[label]} (paper)", *(f"{v:.2f}" for v in paper[label]))
             )
+    for label, values in paper.items():  # A paper row no rankings can give.
+        ok, why = metrics_consistent(dict(zip(METRICS, values, strict=True)))
+        if not ok:
+            lines += [
+                "",
+                f"The paper's {ROW_NAMES[label]} row cannot come from one set of "
+                f"rankings: {why} (`benchmarks/paper_consistency.py`).",
+            ]
     return lines
 
 

@@ -324,6 +324,9 @@ def test_report_renders_a_partial_grid(tmp_path):
     assert set(results) == set(main)
     text = report.render(str(tmp_path / "r"), runs, results, None, "toys", [])
     assert "SASRec_GenNi (paper) | 7.18 | 9.96 | 5.15 | 5.90 |" in text
+    # That row fails the HR/NDCG bound; the uniform one passes.
+    assert "The paper's SASRec_GenNi row cannot come from one set of rankings" in text
+    assert "The paper's SASRec (uniform) row" not in text
     assert "| SASRec_pop | not run yet |" in text
     # The alpha sweep shows the alpha that has run (the main GenNi run) and
     # names the others.
