@@ -391,7 +391,8 @@ def test_claims_need_only_the_runs_they_compare(tmp_path):
     assert judged[report.CLAIMS[4]][1].startswith("HR@5 uniform 3.25 -> 3.25")
     assert judged[report.CLAIMS[1]] == (
         True,
-        "NDCG@10 by alpha: 0: 7.50, 2.5: 8.25, 5: 7.50 (not run yet: 1)",
+        "NDCG@10 by alpha: 0: 7.50, 2.5: 8.25, 5: 7.50 (not run yet: 1); "
+        "a peak must beat both ends by 2%",
     )
     assert [judged[report.CLAIMS[i]][0] for i in (0, 2)] == [None] * 2
 
@@ -402,6 +403,10 @@ def test_claims_need_only_the_runs_they_compare(tmp_path):
         ({0.0: 1.0, 2.5: 2.0, 5.0: 3.0}, None),  # Best at an end, alpha 1 missing.
         ({0.0: 1.0, 1.0: 1.5, 2.5: 2.0, 5.0: 3.0}, False),  # all run: a no.
         ({0.0: 1.0, 2.5: 3.0, 5.0: 2.0}, True),  # A peak between the ends.
+        # Best between the ends, but within 2% of one: no fall shown yet.
+        ({0.0: 1.0, 2.5: 5.59, 5.0: 5.58}, None),
+        ({0.0: 1.0, 1.0: 1.5, 2.5: 5.59, 5.0: 5.58}, False),
+        ({0.0: 1.0, 2.5: 5.70, 5.0: 5.58}, True),
     ],
 )
 def test_the_alpha_claim_waits_while_the_best_is_an_end(finished, verdict):
@@ -482,3 +487,27 @@ def test_report_needs_a_dataset(tmp_path, capsys):
     )
     assert code == cli.EXIT_USAGE
     assert "genni preprocess" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("finished", "after"),
+    [
+        ({0.0: 3.35, 2.5: 5.28, 6.0: 5.58}, "5"),  # Best at the top end.
+        ({0.0: 3.35, 2.5: 5.28, 5.0: 5.59, 6.0: 5.58}, "4"),  # A peak within 2%.
+        ({0.0: 5.6, 2.5: 5.28, 6.0: 3.0}, "1"),  # Best at the bottom end.
+        ({0.0: 3.35, 2.5: 5.9, 6.0: 5.58}, None),  # A clear peak: decided.
+    ],
+)
+def test_the_next_alpha_is_the_missing_one_nearest_the_best(finished, after):
+    grid = dataclasses.replace(GRID, alphas=(0.0, 1.0, 2.5, 4.0, 5.0, 6.0))
+    labels = [f"{a:g}" for a in grid.alphas]
+    table = {
+        "alpha": {
+            label: [{"test": {"NDCG@10": finished[float(label)]}}]
+            if float(label) in finished
+            else []
+            for label in labels
+        }
+    }
+    added = report.claim_runs(grid, table) - report.claim_runs(grid)
+    assert added == ({("alpha", after)} if after else set())
