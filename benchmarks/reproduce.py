@@ -31,6 +31,8 @@ VARIANTS = {
     # k = 3 negatives: the paper tunes k in 1..10 (its main table's k is not
     # stated; its sensitivity study says k = 1), so no paper numbers beside it.
     "genni_k3": dict(sampler="genni", alpha=2.5, beta=1.0, num_negatives=3),
+    # alpha 4 with k = 3: within the paper's search (alpha 0..6, k 1..10).
+    "genni_a4_k3": dict(sampler="genni", alpha=4.0, beta=1.0, num_negatives=3),
     "genni_growing_m20": dict(sampler="genni", alpha=2.5, beta_growth=20.0),
     "genni_self_adjust": dict(sampler="genni", alpha=0.5, alpha_step=0.001),
     # GenNi that, like the reference uniform sampler, never draws the user's items.
