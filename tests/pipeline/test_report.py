@@ -397,6 +397,18 @@ def test_claims_need_only_the_runs_they_compare(tmp_path):
     assert [judged[report.CLAIMS[i]][0] for i in (0, 2)] == [None] * 2
 
 
+def alpha_table(labels, finished):
+    """An alpha sweep of which the alphas in `finished` (alpha -> NDCG@10) ran."""
+    return {
+        "alpha": {
+            label: [{"test": {"NDCG@10": finished[float(label)]}}]
+            if float(label) in finished
+            else []
+            for label in labels
+        }
+    }
+
+
 @pytest.mark.parametrize(
     ("finished", "verdict"),
     [
@@ -409,16 +421,9 @@ def test_claims_need_only_the_runs_they_compare(tmp_path):
         ({0.0: 1.0, 2.5: 5.70, 5.0: 5.58}, True),
     ],
 )
-def test_the_alpha_claim_waits_while_the_best_is_an_end(finished, verdict):
+def test_the_alpha_claim_waits_without_a_clear_peak(finished, verdict):
     labels = ("0", "1", "2.5", "5")
-    table = {
-        "alpha": {
-            label: [{"test": {"NDCG@10": finished[float(label)]}}]
-            if float(label) in finished
-            else []
-            for label in labels
-        }
-    }
+    table = alpha_table(labels, finished)
     judged = {c: ok for c, ok, _ in report.claims(table)}
     assert judged[report.CLAIMS[1]] is verdict
 
@@ -501,13 +506,6 @@ def test_report_needs_a_dataset(tmp_path, capsys):
 def test_the_next_alpha_is_the_missing_one_nearest_the_best(finished, after):
     grid = dataclasses.replace(GRID, alphas=(0.0, 1.0, 2.5, 4.0, 5.0, 6.0))
     labels = [f"{a:g}" for a in grid.alphas]
-    table = {
-        "alpha": {
-            label: [{"test": {"NDCG@10": finished[float(label)]}}]
-            if float(label) in finished
-            else []
-            for label in labels
-        }
-    }
+    table = alpha_table(labels, finished)
     added = report.claim_runs(grid, table) - report.claim_runs(grid)
     assert added == ({("alpha", after)} if after else set())
