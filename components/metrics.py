@@ -112,11 +112,12 @@ def metrics_consistent(
     hr_gap = metrics[f"HR@{high}"] - metrics[f"HR@{low}"]
     ndcg_gap = metrics[f"NDCG@{high}"] - metrics[f"NDCG@{low}"]
     slack = 10.0**-decimals  # Two numbers, each off by up to half the last digit.
-    lower, _ = ndcg_gap_bounds(0.0, max(hr_gap - slack, 0.0), low, high)
-    _, upper = ndcg_gap_bounds(0.0, hr_gap + slack, low, high)
-    ok = bool(lower <= ndcg_gap + slack and ndcg_gap - slack <= upper)
-    shown_lower, shown_upper = ndcg_gap_bounds(0.0, hr_gap, low, high)
+    least, most = ndcg_gap_bounds(0.0, 1.0, low, high)  # Per unit of HR gap.
+    ok = bool(
+        max(hr_gap - slack, 0.0) * least <= ndcg_gap + slack
+        and ndcg_gap - slack <= (hr_gap + slack) * most
+    )
     return ok, (
         f"NDCG@{high} - NDCG@{low} = {ndcg_gap:.2f}; HR@{high} - HR@{low} = "
-        f"{hr_gap:.2f} allows {shown_lower:.2f} to {shown_upper:.2f}"
+        f"{hr_gap:.2f} allows {hr_gap * least:.2f} to {hr_gap * most:.2f}"
     )

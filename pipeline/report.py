@@ -347,9 +347,6 @@ def run_grid(
             if finished(d)
         }
 
-    def wanted() -> set[tuple[str, str]]:
-        return first(results()) if callable(first) else first
-
     todo = [d for d in runs if not finished(d)] if train_missing else []
     total = len(todo)
     if verbose and train_missing:
@@ -357,8 +354,9 @@ def run_grid(
             f"{len(runs)} runs in the grid, {len(runs) - total} finished, "
             f"{total} to train."
         )
+    done = results()  # Read again only when a run finishes.
     for position in range(1, total + 1):
-        now = wanted()
+        now = first(done) if callable(first) else first
         run_dir = next(  # The grid's order otherwise.
             (d for d in todo if any(use[:2] in now for use in runs[d]["uses"])),
             todo[0],
@@ -371,6 +369,7 @@ def run_grid(
                     f"{os.path.basename(run_dir)}",
                     flush=True,
                 )
+            done = results()
             continue
         started = os.path.exists(os.path.join(run_dir, train.CONFIG_FILE))
         if verbose:
@@ -380,9 +379,10 @@ def run_grid(
                 flush=True,
             )
         train.train(runs[run_dir]["config"], resume=started, verbose=0)
+        done = results()
         if after_each is not None:
-            after_each(results())
-    return results()
+            after_each(done)
+    return done
 
 
 def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
@@ -720,8 +720,6 @@ _CHECKS = (_wide_margin, _alpha_peak, _beta_cost, _one_beats_many, _bpr_negative
 
 
 def _main_section(table: dict, paper: dict, output: str) -> list[str]:
-    from components.metrics import metrics_consistent
-
     lines = [_row("model", *METRICS), "|---|" + "---|" * len(METRICS)]
     for label, metrics in table.get("main", {}).items():
         if metrics:
@@ -734,15 +732,27 @@ def _main_section(table: dict, paper: dict, output: str) -> list[str]:
             lines.append(
                 _row(f"{ROW_NAMES[label]} (paper)", *(f"{v:.2f}" for v in paper[label]))
             )
-    for label, values in paper.items():  # A paper row no rankings can give.
-        ok, why = metrics_consistent(dict(zip(METRICS, values, strict=True)))
-        if not ok:
-            lines += [
-                "",
-                f"The paper's {ROW_NAMES[label]} row cannot come from one set of "
-                f"rankings: {why} (`benchmarks/paper_consistency.py`).",
-            ]
+    for label, values in paper.items():
+        note = inconsistent_row_note(
+            ROW_NAMES[label], dict(zip(METRICS, values, strict=True))
+        )
+        if note:
+            lines += ["", note]
     return lines
+
+
+def inconsistent_row_note(name: str, metrics: dict[str, float]) -> str | None:
+    """A line saying that a paper row's HR@5/10 and NDCG@5/10 cannot come from
+    one set of rankings (`components.metrics.metrics_consistent`), or None."""
+    from components.metrics import metrics_consistent
+
+    ok, why = metrics_consistent(metrics)
+    if ok:
+        return None
+    return (
+        f"The paper's {name} row cannot come from one set of rankings: {why} "
+        "(`benchmarks/paper_consistency.py`)."
+    )
 
 
 def _efficiency_section(
