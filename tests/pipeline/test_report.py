@@ -509,3 +509,66 @@ def test_the_next_alpha_is_the_missing_one_nearest_the_best(finished, after):
     table = alpha_table(labels, finished)
     added = report.claim_runs(grid, table) - report.claim_runs(grid)
     assert added == ({("alpha", after)} if after else set())
+
+
+def bpr_table(finished):
+    """A BPR sweep (k = 1, 4, 8) of which the runs in `finished` ((sampler,
+    k) -> HR@5) ran."""
+    return {
+        "bpr": {
+            f"{s} k={k}": [{"test": {"HR@5": finished[s, k]}}]
+            if (s, k) in finished
+            else []
+            for s in ("uniform", "genni")
+            for k in (1, 4, 8)
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("finished", "verdict", "genni_first"),
+    [
+        # Uniform's ends missing: nothing decided, GenNi's ends still wanted.
+        ({("genni", 1): 6.0, ("genni", 8): 7.0}, None, True),
+        # Uniform flat (within 2%), GenNi's top end missing: waits for it.
+        ({("uniform", 1): 4.0, ("uniform", 8): 4.05, ("genni", 1): 6.0}, None, True),
+        # Uniform gains: a no before GenNi's top end runs, which no longer
+        # trains first.
+        (
+            {("uniform", 1): 5.08, ("uniform", 8): 5.64, ("genni", 1): 6.96},
+            False,
+            False,
+        ),
+        # Both ends of both: uniform flat and GenNi gains is a yes.
+        (
+            {
+                ("uniform", 1): 4.0,
+                ("uniform", 8): 3.9,
+                ("genni", 1): 6.0,
+                ("genni", 8): 6.5,
+            },
+            True,
+            True,
+        ),
+        # GenNi does not gain either: a no.
+        (
+            {
+                ("uniform", 1): 4.0,
+                ("uniform", 8): 3.9,
+                ("genni", 1): 6.0,
+                ("genni", 8): 5.9,
+            },
+            False,
+            True,
+        ),
+    ],
+)
+def test_the_bpr_claim_is_a_no_as_soon_as_uniform_gains(finished, verdict, genni_first):
+    table = bpr_table(finished)
+    reproduced = {c: ok for c, ok, _ in report.claims(table)}[report.CLAIMS[4]]
+    assert reproduced is verdict
+    grid = dataclasses.replace(GRID, bpr_ks=(1, 4, 8))
+    wanted = report.claim_runs(grid, table)
+    assert {("bpr", "uniform k=1"), ("bpr", "uniform k=8")} <= wanted
+    genni = {("bpr", "genni k=1"), ("bpr", "genni k=8")}
+    assert (genni & wanted) == (genni if genni_first else set())
