@@ -511,14 +511,19 @@ def test_the_next_alpha_is_the_missing_one_nearest_the_best(finished, after):
     assert added == ({("alpha", after)} if after else set())
 
 
-def bpr_table(finished):
-    """A BPR sweep (k = 1, 4, 8) of which the runs in `finished` ((sampler,
-    k) -> HR@5) ran."""
+def bpr_table(uniform_1, uniform_8, genni_1, genni_8):
+    """A BPR sweep (k = 1, 4, 8) with these HR@5 at its ends; None: not run."""
+    hr5 = {
+        "uniform k=1": uniform_1,
+        "uniform k=8": uniform_8,
+        "genni k=1": genni_1,
+        "genni k=8": genni_8,
+    }
     return {
         "bpr": {
-            f"{s} k={k}": [{"test": {"HR@5": finished[s, k]}}]
-            if (s, k) in finished
-            else []
+            f"{s} k={k}": []
+            if hr5.get(f"{s} k={k}") is None
+            else [{"test": {"HR@5": hr5[f"{s} k={k}"]}}]
             for s in ("uniform", "genni")
             for k in (1, 4, 8)
         }
@@ -526,45 +531,23 @@ def bpr_table(finished):
 
 
 @pytest.mark.parametrize(
-    ("finished", "verdict", "genni_first"),
+    ("hr5", "verdict", "genni_first"),
     [
         # Uniform's ends missing: nothing decided, GenNi's ends still wanted.
-        ({("genni", 1): 6.0, ("genni", 8): 7.0}, None, True),
+        ((None, None, 6.0, 7.0), None, True),
         # Uniform flat (within 2%), GenNi's top end missing: waits for it.
-        ({("uniform", 1): 4.0, ("uniform", 8): 4.05, ("genni", 1): 6.0}, None, True),
+        ((4.0, 4.05, 6.0, None), None, True),
         # Uniform gains: a no before GenNi's top end runs, which no longer
         # trains first.
-        (
-            {("uniform", 1): 5.08, ("uniform", 8): 5.64, ("genni", 1): 6.96},
-            False,
-            False,
-        ),
+        ((5.08, 5.64, 6.96, None), False, False),
         # Both ends of both: uniform flat and GenNi gains is a yes.
-        (
-            {
-                ("uniform", 1): 4.0,
-                ("uniform", 8): 3.9,
-                ("genni", 1): 6.0,
-                ("genni", 8): 6.5,
-            },
-            True,
-            True,
-        ),
+        ((4.0, 3.9, 6.0, 6.5), True, True),
         # GenNi does not gain either: a no.
-        (
-            {
-                ("uniform", 1): 4.0,
-                ("uniform", 8): 3.9,
-                ("genni", 1): 6.0,
-                ("genni", 8): 5.9,
-            },
-            False,
-            True,
-        ),
+        ((4.0, 3.9, 6.0, 5.9), False, True),
     ],
 )
-def test_the_bpr_claim_is_a_no_as_soon_as_uniform_gains(finished, verdict, genni_first):
-    table = bpr_table(finished)
+def test_the_bpr_claim_is_a_no_as_soon_as_uniform_gains(hr5, verdict, genni_first):
+    table = bpr_table(*hr5)
     reproduced = {c: ok for c, ok, _ in report.claims(table)}[report.CLAIMS[4]]
     assert reproduced is verdict
     grid = dataclasses.replace(GRID, bpr_ks=(1, 4, 8))
