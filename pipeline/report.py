@@ -294,7 +294,7 @@ def claim_runs(grid: Grid, table: dict | None = None) -> set[tuple[str, str]]:
     alphas = labels["alpha"]
     between = f"{MAIN_ALPHA:g}" if f"{MAIN_ALPHA:g}" in alphas[1:-1] else alphas[1]
     fewest, most = grid.bpr_ks[0], grid.bpr_ks[-1]
-    decided = table is not None and _bpr_uniform_gains(table)
+    decided = table is not None and _bpr_uniform_gains(_bpr_uniform(table))
     bpr = ("uniform",) if decided else ("uniform", "genni")
     return {
         *(_alpha_next(table) if table is not None else ()),
@@ -711,32 +711,33 @@ def _one_beats_many(table: dict) -> tuple[bool, str]:
     return g1 > umax, f"NDCG@10 GenNi k=1 {g1:.2f} vs {most} {umax:.2f}"
 
 
-def _bpr_uniform(table: dict) -> tuple[float, float]:
-    """HR@5 of uniform BPR with the fewest and the most negatives."""
-    ends = _ends(table, "bpr", "uniform")
-    _need(table, "bpr", list(ends))
+def _bpr_uniform(table: dict) -> tuple[float, float] | None:
+    """HR@5 of uniform BPR with the fewest and the most negatives, or None
+    while either has not run."""
+    try:
+        ends = _ends(table, "bpr", "uniform")
+        _need(table, "bpr", list(ends))
+    except NotRun:
+        return None
     first, last = (_mean(table, "bpr", b, "HR@5") for b in ends)
     return first, last
 
 
-def _bpr_uniform_gains(table: dict) -> bool:
-    """Whether uniform BPR gains from more negatives: then the BPR claim
-    fails whatever GenNi does. False while either uniform end is missing."""
-    try:
-        first, last = _bpr_uniform(table)
-    except NotRun:
-        return False
-    return last > first * (1 + BPR_GAIN)
+def _bpr_uniform_gains(hr5: tuple[float, float] | None) -> bool:
+    """Whether uniform BPR gains from more negatives (`_bpr_uniform`'s HR@5
+    up by more than BPR_GAIN): then the BPR claim fails whatever GenNi does."""
+    return hr5 is not None and hr5[1] > hr5[0] * (1 + BPR_GAIN)
 
 
 def _bpr_negatives(table: dict) -> tuple[bool, str]:
     """Judged once both ends of both samplers have run, or as a no as soon as
     uniform's two ends show a gain (the claim says uniform does not gain)."""
     uniform, genni = _ends(table, "bpr", "uniform"), _ends(table, "bpr", "genni")
-    gains = _bpr_uniform_gains(table)
+    hr5 = _bpr_uniform(table)
+    gains = _bpr_uniform_gains(hr5)
     if not gains:
         _need(table, "bpr", [*uniform, *genni])
-    u_first, u_last = _bpr_uniform(table)
+    u_first, u_last = hr5
     numbers = f"HR@5 uniform {u_first:.2f} -> {u_last:.2f}"
     missing = [b for b in genni if not table["bpr"].get(b)]
     if missing:
