@@ -61,6 +61,9 @@ ROW_NAMES = {
 }
 
 
+# (experiment, label) pairs a grid trains first: one set, or tiers of them.
+Priorities = set[tuple[str, str]] | list[set[tuple[str, str]]]
+
 MAIN_ALPHA = 2.5  # GenNi's alpha everywhere but the alpha and BPR sweeps.
 # A peak of the alpha sweep must beat both ends by this fraction of NDCG@10:
 # seeds of one setting differ by about 1.3% (Beauty GenNi, 3 seeds).
@@ -309,6 +312,32 @@ def claim_runs(grid: Grid, table: dict | None = None) -> set[tuple[str, str]]:
     }
 
 
+def sketch_runs(grid: Grid) -> list[set[tuple[str, str]]]:
+    """After the claims, the runs that give each figure still without a shape
+    its first points, one set per figure, the emptiest figure first: the
+    self-adjusted curriculum from the lowest and from the main initial alpha
+    (the fixed ones are the alpha sweep's), the lowest beta, GenNi with the
+    most negatives beside uniform with a few, BPR with the middle k. The rest
+    of the grid then fills the figures in."""
+    self_adjusted = {grid.initial_alphas[0], MAIN_ALPHA} & set(grid.initial_alphas)
+    middle = grid.bpr_ks[len(grid.bpr_ks) // 2]
+    return [
+        {("self_adjust", f"self-adjusted alpha0={a:g}") for a in self_adjusted},
+        {("beta", f"{grid.betas[0]:g}")},
+        {
+            ("k", f"genni k={grid.ks[-1]}"),
+            ("k", f"uniform k={grid.ks[len(grid.ks) // 2]}"),
+        },
+        {("bpr", f"{s} k={middle}") for s in ("uniform", "genni")},
+    ]
+
+
+def priorities(grid: Grid, table: dict | None = None) -> list[set[tuple[str, str]]]:
+    """The order a grid trains in, as tiers of (experiment, label): the runs
+    that decide the claims (`claim_runs`), then `sketch_runs`."""
+    return [claim_runs(grid, table), *sketch_runs(grid)]
+
+
 def _alpha_next(table: dict) -> set[tuple[str, str]]:
     """While the alpha claim waits (`_alpha_peak`: no alpha between the ends
     beats both by ALPHA_FALL yet), the missing alpha nearest the best one so
@@ -333,19 +362,23 @@ def run_grid(
     runs: dict[str, dict],
     verbose: int = 1,
     train_missing: bool = True,
-    first: set[tuple[str, str]]
-    | Callable[[dict[str, dict]], set[tuple[str, str]]] = frozenset(),
+    first: Priorities | Callable[[dict[str, dict]], Priorities] = frozenset(),
     after_each: Callable[[dict[str, dict]], None] | None = None,
 ) -> dict[str, dict]:
     """metrics.json of every finished run, after training those without it
-    (resuming a started one) unless `train_missing` is False. Runs used by
-    an (experiment, label) in `first` train before the others; `first` may
-    be a function of the finished runs' metrics, asked again before each
-    run. `after_each` gets the finished runs' metrics after each run trained."""
+    unless `train_missing` is False. A started run (one killed midway)
+    resumes before any new one begins. Runs used by an (experiment, label)
+    in `first` train before the others; `first` is one set or a list of sets
+    (tiers, the first tier first), or a function of the finished runs'
+    metrics that gives one, asked again before each run. `after_each` gets
+    the finished runs' metrics after each run trained."""
     from pipeline import train
 
     def finished(run_dir: str) -> bool:
         return os.path.exists(os.path.join(run_dir, train.METRICS_FILE))
+
+    def started(run_dir: str) -> bool:
+        return os.path.exists(os.path.join(run_dir, train.CONFIG_FILE))
 
     def results() -> dict[str, dict]:
         return {
@@ -364,10 +397,17 @@ def run_grid(
     done = results()  # Read again only when a run finishes.
     for position in range(1, total + 1):
         now = first(done) if callable(first) else first
+        tiers = now if isinstance(now, list) else [now]
         run_dir = next(  # The grid's order otherwise.
-            (d for d in todo if any(use[:2] in now for use in runs[d]["uses"])),
+            (
+                d
+                for tier in tiers
+                for d in todo
+                if any(use[:2] in tier for use in runs[d]["uses"])
+            ),
             todo[0],
         )
+        run_dir = next((d for d in todo if started(d)), run_dir)
         todo.remove(run_dir)
         if finished(run_dir):  # Another process (a second grid, a person) did it.
             if verbose:
@@ -378,14 +418,14 @@ def run_grid(
                 )
             done = results()
             continue
-        started = os.path.exists(os.path.join(run_dir, train.CONFIG_FILE))
+        resume = started(run_dir)
         if verbose:
-            verb = "resuming" if started else "training"
+            verb = "resuming" if resume else "training"
             print(
                 f"[{position}/{total}] {verb} {os.path.basename(run_dir)}",
                 flush=True,
             )
-        train.train(runs[run_dir]["config"], resume=started, verbose=0)
+        train.train(runs[run_dir]["config"], resume=resume, verbose=0)
         done = results()
         if after_each is not None:
             after_each(done)
@@ -1153,7 +1193,7 @@ def report(
         runs,
         verbose=verbose,
         train_missing=not report_only,
-        first=lambda done: claim_runs(grid, collect(runs, done)),
+        first=lambda done: priorities(grid, collect(runs, done)),
         after_each=rerender,
     )
     main_genni = next(

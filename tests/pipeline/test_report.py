@@ -144,8 +144,9 @@ def test_grid_trains_only_what_is_missing(tmp_path, monkeypatch):
         finish({config.output: {"config": config}}, value_of)
 
     monkeypatch.setattr(train, "train", fake_train)
-    report.run_grid(runs, verbose=0)
-    assert calls == [(names[-3], False), (names[-2], False), (started, True)]
+    report.run_grid(runs, verbose=0, first={("main", "genni")})
+    # The started run resumes first, before even the runs put first.
+    assert calls == [(started, True), (names[-3], False), (names[-2], False)]
     calls.clear()
     report.run_grid(runs, verbose=0)  # Everything is finished now.
     assert calls == []
@@ -230,6 +231,54 @@ def test_an_undecided_alpha_claim_trains_the_alpha_nearest_the_best_end(
     assert report.claim_runs(grid, table) == first
     verdicts = {c: ok for c, ok, _ in report.claims(table)}
     assert verdicts["Quality rises with alpha, then falls"] is True
+
+
+def test_tiers_train_in_order_then_the_grid_order(tmp_path, monkeypatch):
+    runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
+    order = []
+
+    def fake_train(config, resume=False, verbose=1):
+        order.append(config.output)
+        finish({config.output: {"config": config}}, value_of)
+
+    monkeypatch.setattr(train, "train", fake_train)
+    tiers = [{("beta", "0.1")}, {("alpha", "0"), ("bpr", "uniform k=2")}]
+    report.run_grid(runs, verbose=0, first=tiers)
+    assert sorted(order) == sorted(runs)  # Every run, once.
+
+    def uses(run_dir):
+        return {use[:2] for use in runs[run_dir]["uses"]}
+
+    # Tier by tier, each run of a tier in the grid's order (seed 0 then 1),
+    # then the rest in the grid's order.
+    assert [uses(d) & tiers[0] for d in order[:2]] == [tiers[0]] * 2
+    assert all(uses(d) & tiers[1] for d in order[2:6])
+    assert not any(uses(d) & (tiers[0] | tiers[1]) for d in order[6:])
+    assert order[6:] == [d for d in runs if d not in order[:6]]
+
+
+def test_after_the_claims_every_figure_gets_its_first_points(tmp_path):
+    grid = dataclasses.replace(report.FULL, seeds=(0,))
+    runs = report.plan("DATA", str(tmp_path / "runs"), grid)
+    claims, *sketch = report.priorities(grid)
+    assert claims == report.claim_runs(grid)
+    assert [sorted({e for e, _ in tier}) for tier in sketch] == [
+        ["self_adjust"],
+        ["beta"],
+        ["k"],
+        ["bpr"],
+    ]
+    assert sketch[0] == {
+        ("self_adjust", "self-adjusted alpha0=0"),
+        ("self_adjust", "self-adjusted alpha0=2.5"),
+    }
+    labels = {use[:2] for entry in runs.values() for use in entry["uses"]}
+    for tier in sketch:  # Each one a run of the grid that no claim needs.
+        assert tier <= labels
+        assert not tier & claims
+    for entry in runs.values():  # The self-adjusted runs move alpha.
+        if any(use[:2] in sketch[0] for use in entry["uses"]):
+            assert entry["config"].alpha_step is not None
 
 
 def _stats(path, users):
