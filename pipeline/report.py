@@ -28,7 +28,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from pipeline import rundir, schema
+from pipeline import configs, rundir, schema
 from pipeline.configs import TrainConfig
 
 REPORT_FILE = "report.md"
@@ -38,7 +38,7 @@ SPEED_FILE = "speed.json"
 # Timed side by side; growing beta costs what its current beta costs.
 TIMED = ("uniform", "genni beta 0.1", "genni beta 1")
 METRICS = ("HR@5", "HR@10", "NDCG@5", "NDCG@10")
-SELF_ADJUST_STEP = 0.001
+SELF_ADJUST_STEP = configs.DEFAULT_ALPHA_STEP
 
 # Test metrics of the paper (%, full ranking), from ../shared/docs/GENNI.md.
 PAPER = {

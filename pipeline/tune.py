@@ -20,7 +20,7 @@ import time
 
 import keras_tuner as kt
 
-from pipeline import train
+from pipeline import configs, train
 from pipeline.configs import TrainConfig
 
 OBJECTIVE = "NDCG@10"
@@ -47,7 +47,7 @@ DEFAULT_SPACE: dict[str, object] = {
     "dropout": {"type": "float", "min": 0.1, "max": 0.7},
 }
 GENNI_ONLY = ("alpha", "beta", "self_adjust_alpha")
-SELF_ADJUST_STEP = 0.001
+SELF_ADJUST_STEP = configs.DEFAULT_ALPHA_STEP
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
 DEFAULTS = TrainConfig(data="", output="")
 SPACE_NAMES = set(DEFAULT_SPACE)
