@@ -20,7 +20,7 @@ import sys
 from _common import RESULTS, machine, write_results
 
 from pipeline import train
-from pipeline.configs import TrainConfig
+from pipeline.configs import DEFAULT_ALPHA_STEP, TrainConfig
 from pipeline.report import METRICS, inconsistent_row_note
 
 VARIANTS = {
@@ -34,7 +34,10 @@ VARIANTS = {
     # alpha 4 with k = 3: within the paper's search (alpha 0..6, k 1..10).
     "genni_a4_k3": dict(sampler="genni", alpha=4.0, beta=1.0, num_negatives=3),
     "genni_growing_m20": dict(sampler="genni", alpha=2.5, beta_growth=20.0),
-    "genni_self_adjust": dict(sampler="genni", alpha=0.5, alpha_step=0.001),
+    # The report grid's self-adjusted run from the main alpha (reused if run).
+    "genni_self_adjust": dict(
+        sampler="genni", alpha=2.5, alpha_step=DEFAULT_ALPHA_STEP
+    ),
     # GenNi that, like the reference uniform sampler, never draws the user's items.
     "genni_exclude_seen": dict(sampler="genni", alpha=2.5, beta=1.0, exclude_seen=True),
     # S3-Rec: `genni pretrain` (shared per seed), then fine-tuning.
