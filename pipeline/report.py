@@ -38,7 +38,6 @@ SPEED_FILE = "speed.json"
 # Timed side by side; growing beta costs what its current beta costs.
 TIMED = ("uniform", "genni beta 0.1", "genni beta 1")
 METRICS = ("HR@5", "HR@10", "NDCG@5", "NDCG@10")
-SELF_ADJUST_STEP = configs.DEFAULT_ALPHA_STEP
 
 # Test metrics of the paper (%, full ranking), from ../shared/docs/GENNI.md.
 PAPER = {
@@ -169,7 +168,9 @@ def experiments(grid: Grid) -> dict[str, list[tuple[str, dict]]]:
                 dict(
                     genni,
                     alpha=a,
-                    alpha_step=SELF_ADJUST_STEP if kind == "self-adjusted" else None,
+                    alpha_step=configs.DEFAULT_ALPHA_STEP
+                    if kind == "self-adjusted"
+                    else None,
                 ),
             )
             for kind in ("fixed", "self-adjusted")
@@ -396,18 +397,19 @@ def run_grid(
         )
     done = results()  # Read again only when a run finishes.
     for position in range(1, total + 1):
-        now = first(done) if callable(first) else first
-        tiers = now if isinstance(now, list) else [now]
-        run_dir = next(  # The grid's order otherwise.
-            (
-                d
-                for tier in tiers
-                for d in todo
-                if any(use[:2] in tier for use in runs[d]["uses"])
-            ),
-            todo[0],
-        )
-        run_dir = next((d for d in todo if started(d)), run_dir)
+        run_dir = next((d for d in todo if started(d)), None)
+        if run_dir is None:
+            now = first(done) if callable(first) else first
+            tiers = now if isinstance(now, list) else [now]
+            run_dir = next(  # The grid's order otherwise.
+                (
+                    d
+                    for tier in tiers
+                    for d in todo
+                    if any(use[:2] in tier for use in runs[d]["uses"])
+                ),
+                todo[0],
+            )
         todo.remove(run_dir)
         if finished(run_dir):  # Another process (a second grid, a person) did it.
             if verbose:

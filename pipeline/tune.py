@@ -47,7 +47,6 @@ DEFAULT_SPACE: dict[str, object] = {
     "dropout": {"type": "float", "min": 0.1, "max": 0.7},
 }
 GENNI_ONLY = ("alpha", "beta", "self_adjust_alpha")
-SELF_ADJUST_STEP = configs.DEFAULT_ALPHA_STEP
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
 DEFAULTS = TrainConfig(data="", output="")
 SPACE_NAMES = set(DEFAULT_SPACE)
@@ -177,7 +176,7 @@ def config_from_hp(
         values["num_heads"] = math.gcd(hidden, heads)  # Keep the pair valid.
     settings = {k: v for k, v in values.items() if k in TRAIN_FIELDS}
     if values.get("self_adjust_alpha"):
-        settings["alpha_step"] = SELF_ADJUST_STEP
+        settings["alpha_step"] = configs.DEFAULT_ALPHA_STEP
     settings["attention_dropout"] = settings["dropout"]
     return dataclasses.replace(base, **settings)
 

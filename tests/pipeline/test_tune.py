@@ -5,7 +5,7 @@ import json
 import keras_tuner as kt
 import pytest
 
-from pipeline import cli, train, tune
+from pipeline import cli, configs, train, tune
 from pipeline.configs import TrainConfig
 from tests.conftest import make_dataset
 
@@ -103,7 +103,9 @@ def test_hyperparameters_map_to_a_valid_config():
     hp.Fixed("num_heads", 4)
     hp.Fixed("self_adjust_alpha", True)
     config = tune.config_from_hp(hp, tune.DEFAULT_SPACE, base)
-    assert config.alpha_step == tune.SELF_ADJUST_STEP and 32 % config.num_heads == 0
+    assert (
+        config.alpha_step == configs.DEFAULT_ALPHA_STEP and 32 % config.num_heads == 0
+    )
 
 
 @pytest.mark.parametrize(
