@@ -19,7 +19,7 @@ import sys
 
 from _common import RESULTS, machine, write_results
 
-from pipeline import train
+from pipeline import report, train
 from pipeline.configs import DEFAULT_ALPHA_STEP, TrainConfig
 from pipeline.report import METRICS, inconsistent_row_note
 
@@ -84,10 +84,12 @@ def run_variant(
     pretrain_epochs: int = 100,
 ) -> dict | None:
     output = os.path.join(runs_dir, f"{dataset}_{variant}_s{seed}")
-    if variant not in PRETRAINED and not os.path.exists(output):
+    if not os.path.exists(output):
         # The same settings may have run under another name (a report grid's
-        # run, packed or not): reuse it.
+        # run, packed or not, or one restored from an archive): reuse it.
         settings = dict(VARIANTS[variant], epochs=epochs, patience=patience)
+        if variant in PRETRAINED:
+            settings["init_from"] = pretrain_dir(runs_dir, dataset, seed)
         config = TrainConfig(data=data, output=output, seed=seed, **settings)
         output = finished_twin(runs_dir, config) or output
     metrics_path = os.path.join(output, train.METRICS_FILE)
@@ -117,8 +119,6 @@ def run_variant(
 
 def finished_twin(runs_dir: str, config: TrainConfig) -> str | None:
     """A finished run in `runs_dir` with `config`'s settings, whatever its name."""
-    from pipeline import report
-
     key = report.run_key(config, report.data_fingerprint(config.data))
     found = report.existing_runs(runs_dir).get(key)
     if found and os.path.exists(os.path.join(found[0], train.METRICS_FILE)):
@@ -126,12 +126,16 @@ def finished_twin(runs_dir: str, config: TrainConfig) -> str | None:
     return None
 
 
+def pretrain_dir(runs_dir: str, dataset: str, seed: int) -> str:
+    return os.path.join(runs_dir, f"{dataset}_pretrain_s{seed}")
+
+
 def pretrained(data: str, runs_dir: str, dataset: str, seed: int, epochs: int) -> str:
     """The S3-Rec pre-training of this seed (trained or resumed if unfinished)."""
     from pipeline import pretrain
     from pipeline.configs import PretrainConfig
 
-    output = os.path.join(runs_dir, f"{dataset}_pretrain_s{seed}")
+    output = pretrain_dir(runs_dir, dataset, seed)
     state_path = os.path.join(output, pretrain.STATE_FILE)
     if os.path.exists(state_path):
         with open(state_path) as f:
@@ -191,9 +195,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="With --report-only: also runs still training, at their best so far.",
     )
+    parser.add_argument(
+        "--archive",
+        default=None,
+        help="A directory of finished runs' metrics.json (e.g. "
+        "benchmarks/results/runs): runs kept there are restored into --runs-dir "
+        "instead of trained again, and finished runs are added to it.",
+    )
     args = parser.parse_args(argv)
 
+    if args.archive:
+        restored = report.restore_runs(args.archive, args.runs_dir, args.data)
+        if restored:
+            print(f"{len(restored)} finished runs restored from {args.archive}.")
     rows = {}
+    finished = {}
     for variant in args.variants:
         found = [
             run_variant(
@@ -212,6 +228,15 @@ def main(argv: list[str] | None = None) -> int:
         ]
         seeds = [s for s, r in zip(args.seeds, found, strict=True) if r is not None]
         results = [r for r in found if r is not None]
+        finished.update(
+            {
+                os.path.join(args.runs_dir, r["run"]): {
+                    k: v for k, v in r.items() if k != "run"
+                }
+                for r in results
+                if "run" in r and not r.get("running")
+            }
+        )
         if not results:
             continue
         rows[variant] = {
@@ -269,8 +294,11 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(map(str, args.seeds))
         + " --variants "
         + " ".join(args.variants)
+        + (f" --archive {args.archive}" if args.archive else "")
         + "`\n"
     )
+    if args.archive:
+        report.archive_runs(finished, args.archive, args.dataset)
     markdown = "\n".join(lines)
     print(markdown)
     write_results(

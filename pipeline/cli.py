@@ -147,6 +147,7 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
         ("--runs-dir", args.runs_dir),
         ("--seeds", args.seeds),
         ("--paper", args.paper),
+        ("--archive", args.archive),
     ):
         if value is not None:
             command += f" {flag} {value}"
@@ -163,6 +164,7 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
         commands=[command],
         report_only=args.report_only,
         pack=args.pack,
+        archive=args.archive,
     )
     return 0
 
@@ -334,6 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=None, help="Seeds 0..N-1 (full: 4).")
     p.add_argument(
         "--quick", action="store_true", help="Reduced grid: 3 epochs, one seed."
+    )
+    p.add_argument(
+        "--archive",
+        default=None,
+        help="A directory of finished runs' metrics.json (small enough to "
+        "commit): runs kept there are restored into --runs-dir instead of "
+        "trained again, and each run that finishes is added to it.",
     )
     p.add_argument(
         "--report-only",

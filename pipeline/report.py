@@ -201,6 +201,8 @@ def run_key(config: TrainConfig, fingerprint: str) -> str:
     values = config.to_dict()
     for name in ("output", "data", *LAYOUT_SETTINGS):
         values.pop(name)
+    if values.get("init_from"):  # A pre-training, by its run's name, not its place.
+        values["init_from"] = os.path.basename(os.path.normpath(values["init_from"]))
     values["dataset"] = fingerprint
     text = json.dumps(values, sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:10]
@@ -235,9 +237,99 @@ def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
     }
 
 
+# What an archived metrics.json adds to the run's own: its dataset's
+# fingerprint, so the archive is matched to a dataset wherever that lives.
+ARCHIVE_DATASET = "dataset"
+
+
+def archived_runs(archive: str) -> dict[str, tuple[str, dict]]:
+    """Run key -> (file, metrics) of the finished runs kept in `archive`: a
+    directory of runs' metrics.json files (`archive_runs`), any names. Files
+    that are not a run's metrics (or of another version) are skipped; where
+    several share a key, an unpacked run wins, as in `existing_runs`."""
+    found: dict[str, tuple[str, dict]] = {}
+    if not os.path.isdir(archive):
+        return found
+    for name in sorted(os.listdir(archive)):
+        path = os.path.join(archive, name)
+        if not name.endswith(".json") or not os.path.isfile(path):
+            continue
+        try:
+            metrics = rundir.read_json(path)
+            config = TrainConfig.from_dict(metrics["config"])
+        except (ValueError, TypeError, KeyError, json.JSONDecodeError):
+            continue
+        fingerprint = metrics.get(ARCHIVE_DATASET) or data_fingerprint(config.data)
+        key = run_key(config, fingerprint)
+        if key not in found or (
+            found[key][1]["config"].get("pack") and not config.pack
+        ):
+            found[key] = (path, metrics)
+    return found
+
+
+def restore_runs(archive: str, runs_dir: str, data: str) -> list[str]:
+    """The finished runs on `data` kept in `archive`, made runs of `runs_dir`
+    again where it has not finished them (a new machine, a deleted runs dir):
+    each becomes `RUNS_DIR/<name>-<key>` with its config.json and metrics.json,
+    so the grid and the reproduction reuse it instead of training it again.
+    No checkpoint comes back: such a run is reported, not resumed or exported.
+    Returns the run directories written."""
+    fingerprint = data_fingerprint(data)
+    existing = existing_runs(runs_dir)
+    written = []
+    for key, (_, metrics) in archived_runs(archive).items():
+        config = TrainConfig.from_dict(metrics["config"])
+        if run_key(config, fingerprint) != key:
+            continue  # Another dataset's run.
+        if key in existing:
+            output = existing[key][0]
+            if os.path.exists(os.path.join(output, rundir.METRICS_FILE)):
+                continue
+        else:
+            output = os.path.join(
+                runs_dir, f"{_slug(config.to_dict(), config.seed)}-{key}"
+            )
+        settings = dataclasses.replace(config, data=data, output=output).to_dict()
+        os.makedirs(output, exist_ok=True)
+        if not os.path.exists(os.path.join(output, rundir.CONFIG_FILE)):
+            rundir.write_json(os.path.join(output, rundir.CONFIG_FILE), settings)
+        restored = {k: v for k, v in metrics.items() if k != ARCHIVE_DATASET}
+        rundir.write_json(
+            os.path.join(output, rundir.METRICS_FILE), dict(restored, config=settings)
+        )
+        written.append(output)
+    return written
+
+
+def archive_runs(results: dict[str, dict], archive: str, prefix: str) -> list[str]:
+    """Copy the finished runs' metrics.json (run dir -> metrics) that `archive`
+    does not hold yet into it, as `<prefix>_<run dir name>.json` with their
+    dataset's fingerprint: a directory small enough to commit, from which
+    `restore_runs` brings the runs back on another machine. Returns the files
+    written."""
+    kept = archived_runs(archive)
+    written = []
+    for run_dir, metrics in sorted(results.items()):
+        config = TrainConfig.from_dict(metrics["config"])
+        fingerprint = data_fingerprint(config.data)
+        if run_key(config, fingerprint) in kept:
+            continue
+        os.makedirs(archive, exist_ok=True)
+        name = os.path.basename(os.path.normpath(run_dir))
+        name = f"{name if name.startswith(prefix + '_') else f'{prefix}_{name}'}.json"
+        path = os.path.join(archive, name)
+        rundir.write_json(path, dict(metrics, **{ARCHIVE_DATASET: fingerprint}))
+        kept[run_key(config, fingerprint)] = (path, metrics)
+        written.append(path)
+    return written
+
+
 def _slug(values: dict, seed: int) -> str:
     """A readable name for a run directory (the hash makes it unique)."""
     parts = [str(values.get("sampler", "genni"))]
+    if values.get("init_from"):  # Fine-tuned from a pre-training (S3-Rec).
+        parts.insert(0, "pretrained")
     if parts[0] == "genni":
         parts.append(f"a{values.get('alpha', 2.5):g}")
         if values.get("beta_growth") is not None:
@@ -893,20 +985,35 @@ def _efficiency_section(
     return lines
 
 
-# Why the smallest betas fall below uniform (Toys NDCG@10: beta 0.001 2.90
-# against uniform 4.05).
-BETA_NOTE = (
-    "V' (the beta fraction of items GenNi scores) is drawn once per batch and "
-    "shared by all its positions, which the paper allows beside a fresh V' per "
-    "position. At the smallest betas every negative of a batch then comes from "
-    "the same few items (beta x |V|: about 12 on Toys at 0.001), the likely "
-    "reason the smallest betas fall below uniform (a fresh V' per position is "
-    "not implemented, so this is not tested)."
-)
+def beta_note(table: dict) -> str:
+    """Why the smallest betas may fall below uniform (Toys NDCG@10: beta 0.001
+    2.90 against uniform 4.05), with beta x |V| of the report's own dataset."""
+    items = None
+    for metrics in (m for runs in table.get("beta", {}).values() for m in runs):
+        path = os.path.join(metrics["config"]["data"], schema.STATS_FILE)
+        if os.path.exists(path):
+            items = rundir.read_json(path).get("items")
+            break
+    betas = [float(label) for label in table.get("beta", {})]
+    few = "beta x |V|"
+    if items and betas:
+        few += f": about {min(betas) * items:.0f} at beta {min(betas):g}"
+    return (
+        "V' (the beta fraction of items GenNi scores) is drawn once per batch and "
+        "shared by all its positions, which the paper allows beside a fresh V' per "
+        "position. At the smallest betas every negative of a batch then comes from "
+        f"the same few items ({few}), the likely reason the smallest betas fall "
+        "below uniform (a fresh V' per position is not implemented, so this is not "
+        "tested)."
+    )
 
 
 def _sweep_section(
-    experiment: str, title: str, xlabel: str, logx: bool, note: str = ""
+    experiment: str,
+    title: str,
+    xlabel: str,
+    logx: bool,
+    note: Callable[[dict], str] | None = None,
 ):
     def section(table: dict, paper: dict, output: str) -> list[str]:
         rows, missing = _finished(table, experiment)
@@ -914,7 +1021,7 @@ def _sweep_section(
         xs = [float(label) for label in labels]
         series = _sweep_series(rows, xs, labels)
         _plot(os.path.join(output, f"{experiment}.png"), title, xlabel, series, logx)
-        lines = [note, ""] if note else []
+        lines = [note(table), ""] if note else []
         lines += [f"![{experiment}]({experiment}.png)", ""]
         lines += [_row(xlabel, "HR@10", "NDCG@10"), "|---|---|---|"]
         lines += [_row(label, *_hr_ndcg(rows[label])) for label in labels]
@@ -1074,7 +1181,7 @@ SECTIONS = (
     ),
     (
         "Performance vs beta",
-        _sweep_section("beta", "Performance vs beta", "beta", True, BETA_NOTE),
+        _sweep_section("beta", "Performance vs beta", "beta", True, beta_note),
     ),
     ("Number of negatives k", _k_section),
     ("BPR loss with 1..K negatives (HR@5)", _bpr_section),
@@ -1177,12 +1284,17 @@ def report(
     commands: list[str] | None = None,
     report_only: bool = False,
     pack: bool = False,
+    archive: str | None = None,
 ) -> str:
     """Plan the grid, train what is missing (unless `report_only`), render.
 
     `pack`: train the runs still missing on packed batches (`genni train
     --pack`). Finished runs are reused packed or not (`run_key`), and the
     report names the packed ones.
+
+    `archive`: a directory of finished runs' metrics.json: those on `data`
+    come back into `runs_dir` first (`restore_runs`), and each run that
+    finishes is added to it (`archive_runs`), so results outlive the machine.
     """
     grid = QUICK if quick else FULL
     grid = dataclasses.replace(grid, pack=pack)
@@ -1193,6 +1305,11 @@ def report(
     schema.DatasetInfo.load(data)  # A clear error before any training.
     os.makedirs(output, exist_ok=True)
     runs_dir = runs_dir or os.path.join(output, "runs")
+    prefix = dataset or os.path.basename(os.path.normpath(data))
+    if archive is not None:
+        restored = restore_runs(archive, runs_dir, data)
+        if verbose and restored:
+            print(f"{len(restored)} finished runs restored from {archive}.")
     runs = plan(data, runs_dir, grid)
     start = time.perf_counter()
     speed_path = os.path.join(output, SPEED_FILE)
@@ -1204,6 +1321,8 @@ def report(
     case = rundir.read_json(case_path) if os.path.exists(case_path) else None
 
     def rerender(results: dict[str, dict]) -> None:  # A report at every run's end.
+        if archive is not None:
+            archive_runs(results, archive, prefix)
         render(output, runs, results, case, dataset, commands or [], speed)
 
     results = run_grid(
@@ -1220,6 +1339,8 @@ def report(
     )
     if grid.case_epochs and not report_only:
         case = case_study(dataclasses.replace(main_genni, output=""), grid, output)
+    if archive is not None:
+        archive_runs(results, archive, prefix)
     text = render(output, runs, results, case, dataset, commands or [], speed)
     if verbose:
         print(

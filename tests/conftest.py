@@ -3,6 +3,7 @@
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # As pipeline/__init__.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import gzip

@@ -309,6 +309,57 @@ def test_runs_are_keyed_by_settings_and_dataset_not_paths(tmp_path):
     assert str(mine) in again and len(again) == len(a)
 
 
+def test_finished_runs_outlive_their_machine_through_the_archive(tmp_path, monkeypatch):
+    # Machine 1 finishes half the grid and archives it.
+    data_1 = _stats(tmp_path / "m1" / "data", users=100)
+    runs_1 = report.plan(data_1, str(tmp_path / "m1" / "runs"), GRID)
+    done = dict(list(runs_1.items())[::2])
+    finish(done, value_of)
+    results = report.run_grid(done, verbose=0, train_missing=False)
+    archive = str(tmp_path / "archive")
+    written = report.archive_runs(results, archive, "toy")
+    assert len(written) == len(done) == len(os.listdir(archive))
+    assert all(os.path.basename(w).startswith("toy_") for w in written)
+    assert report.archive_runs(results, archive, "toy") == []  # Kept once.
+    # Machine 2: the same dataset elsewhere, an empty runs dir.
+    data_2 = _stats(tmp_path / "m2" / "data", users=100)
+    runs_dir_2 = str(tmp_path / "m2" / "runs")
+    restored = report.restore_runs(archive, runs_dir_2, data_2)
+    assert len(restored) == len(done)
+    assert report.restore_runs(archive, runs_dir_2, data_2) == []
+    runs_2 = report.plan(data_2, runs_dir_2, GRID)
+    assert len(runs_2) == len(runs_1)
+    calls = []
+
+    def fake_train(config, resume=False, verbose=1):
+        calls.append(config.output)
+        finish({config.output: {"config": config}}, value_of)
+
+    monkeypatch.setattr(train, "train", fake_train)
+    results_2 = report.run_grid(runs_2, verbose=0)
+    assert len(calls) == len(runs_1) - len(done)  # Only what never finished.
+    assert not set(calls) & set(restored)
+    assert sorted(results_2[d]["test"]["NDCG@10"] for d in restored) == sorted(
+        m["test"]["NDCG@10"] for m in results.values()
+    )
+    assert all(results_2[d]["config"]["data"] == data_2 for d in restored)
+    # Another dataset restores nothing.
+    other = _stats(tmp_path / "m3" / "data", users=101)
+    assert report.restore_runs(archive, str(tmp_path / "m3" / "runs"), other) == []
+
+
+def test_a_pretrained_run_is_keyed_by_its_pretraining_name_not_place():
+    config = report.plan("DATA", "runs", GRID)
+    config = next(iter(config.values()))["config"]
+    here, there = (
+        dataclasses.replace(config, init_from=f"{d}/beauty_pretrain_s0")
+        for d in ("/a/runs", "/b/runs/")
+    )
+    other = dataclasses.replace(config, init_from="/a/runs/beauty_pretrain_s1")
+    assert report.run_key(here, "D") == report.run_key(there, "D")
+    assert report.run_key(here, "D") != report.run_key(other, "D")
+
+
 def test_a_packed_grid_reuses_finished_runs_and_packs_the_rest(tmp_path):
     runs_dir = str(tmp_path / "runs")
     plain = report.plan("DATA", runs_dir, GRID)
@@ -604,3 +655,13 @@ def test_the_bpr_claim_is_a_no_as_soon_as_uniform_gains(hr5, verdict, genni_firs
     assert {("bpr", "uniform k=1"), ("bpr", "uniform k=8")} <= wanted
     genni = {("bpr", "genni k=1"), ("bpr", "genni k=8")}
     assert (genni & wanted) == (genni if genni_first else set())
+
+
+def test_the_beta_note_counts_the_items_of_the_reports_own_dataset(tmp_path):
+    data = _stats(tmp_path / "data", users=100)  # 50 items.
+    runs = report.plan(data, str(tmp_path / "runs"), GRID)
+    finish(runs, value_of)
+    results = report.run_grid(runs, verbose=0, train_missing=False)
+    text = report.render(str(tmp_path / "out"), runs, results, None, None, [], None)
+    assert "(beta x |V|: about 5 at beta 0.1)" in text
+    assert "Toys" not in text
