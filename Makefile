@@ -12,7 +12,7 @@ SHARED := ../shared/data
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: install demo test lint format bench-preprocess bench-samplers bench-pretrain check-toys \
+.PHONY: install demo test lint format bench-preprocess bench-samplers bench-allocator bench-pretrain check-toys \
 	reproduce-beauty reproduce-toys clean
 
 install: $(STAMP)
@@ -55,6 +55,9 @@ check-toys: install
 
 bench-samplers: install
 	$(PY) benchmarks/sampler_speed.py
+
+bench-allocator: install
+	$(PY) benchmarks/cpu_allocator.py
 
 bench-pretrain: install
 	$(PY) benchmarks/pretrain_speed.py

@@ -116,6 +116,7 @@ class TrainConfig(_Settings):
     Model: `hidden_size`, `num_layers`, `num_heads`, `dropout`,
     `attention_dropout`. Sampler: `sampler`, `num_negatives` (k), `alpha`,
     `beta`, `beta_growth` (m of the growing schedule; None keeps beta fixed),
+    `beta_group` (positions sharing one V' of GenNi; None: the whole batch),
     `alpha_step` (self-adjusted alpha; None keeps it fixed), `gamma`
     (popularity exponent), `exclude_seen` (the sampler never draws the
     user's items), `max_logits` (GenNi memory bound). Training: `loss`,
@@ -135,6 +136,7 @@ class TrainConfig(_Settings):
     alpha: float = 2.5
     beta: float = 1.0
     beta_growth: float | None = None
+    beta_group: int | None = None
     alpha_step: float | None = None
     gamma: float = 1.0
     exclude_seen: bool = False
@@ -163,10 +165,13 @@ class TrainConfig(_Settings):
         self._non_negative("alpha")
         if not 0.0 < self.beta <= 1.0:
             raise ValueError(f"`beta` must be in (0, 1]. Got {self.beta}.")
-        self._positive("beta_growth", "alpha_step", "learning_rate")
-        if self.sampler != "genni" and (self.alpha_step or self.beta_growth):
+        self._positive("beta_growth", "alpha_step", "learning_rate", "beta_group")
+        if self.sampler != "genni" and (
+            self.alpha_step or self.beta_growth or self.beta_group
+        ):
             raise ValueError(
-                "--self-adjust-alpha and --beta-schedule need --sampler genni."
+                "--self-adjust-alpha, --beta-schedule and --beta-group need "
+                "--sampler genni."
             )
 
 

@@ -195,12 +195,20 @@ def data_fingerprint(data: str) -> str:
 LAYOUT_SETTINGS = ("pack",)
 
 
+# Settings added after runs were archived, left out of a run's key at their
+# default, so that every run made before them keeps its key.
+LATER_SETTINGS = {"beta_group": None}
+
+
 def run_key(config: TrainConfig, fingerprint: str) -> str:
     """A stable id of a run: its settings and its dataset, not their paths,
     nor its batch layout (`LAYOUT_SETTINGS`)."""
     values = config.to_dict()
     for name in ("output", "data", *LAYOUT_SETTINGS):
         values.pop(name)
+    for name, default in LATER_SETTINGS.items():  # Old runs keep their keys.
+        if values.get(name) == default:
+            values.pop(name)
     if values.get("init_from"):  # A pre-training, by its run's name, not its place.
         values["init_from"] = os.path.basename(os.path.normpath(values["init_from"]))
     values["dataset"] = fingerprint

@@ -85,6 +85,7 @@ def build_model(
             alpha=config.alpha,
             beta=beta_for_epoch(0, config.beta, config.beta_growth),
             max_logits=config.max_logits,
+            beta_group=config.beta_group,
             seed=sampler_seed,
         )
     elif config.sampler == "popularity":

@@ -56,6 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Growing beta = min(0.001 * 10^(epoch / M), 1).",
     )
     parser.add_argument(
+        "--beta-group",
+        type=int,
+        default=None,
+        metavar="G",
+        help="Draw GenNi's beta fraction of items afresh for every G positions "
+        "(50: about one per sequence, 1: one per position) instead of once per "
+        "batch, so that at a small beta a batch's negatives do not all come "
+        "from the same few items.",
+    )
+    parser.add_argument(
         "--self-adjust-alpha",
         type=float,
         default=None,

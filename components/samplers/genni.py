@@ -8,8 +8,10 @@ with the current parameters and no gradient through the draw (optionally also
 never one of the user's own items, as the reference uniform sampler). alpha = 0 is
 uniform; larger alpha picks the items the model currently ranks highest, the
 informative ("hard") negatives. Two-stage acceleration: V' is a uniform random
-beta fraction of the catalog, drawn fresh for every batch (beta = 1: all).
-Cost O(beta |V| d) per position.
+beta fraction of the catalog (beta = 1: all), drawn fresh for every batch, or,
+with `beta_group` = g, for every g positions (50: about one per sequence; 1: one
+per position), so that at a small beta the negatives of a batch do not all come
+from the same few items. Cost O(beta |V| d) per position.
 
 Memory stays bounded whatever the catalog: positions are processed in chunks of
 at most `max_logits` logits (default 2^24 floats, 64 MiB per chunk), one chunk at
@@ -106,6 +108,9 @@ class GenNiSampler(NegativeSampler):
         alpha: sharpness; 0 is uniform. A non-trainable variable, so a
             curriculum can move it during training (see `components.schedules`).
         beta: fraction of the catalog scored per batch, in (0, 1].
+        beta_group: positions that share one V' (None: the whole batch). Each
+            group of at most this many consecutive positions scores its own
+            uniform beta fraction of the items.
         max_logits: most logits held at once (rows x candidates of one chunk).
         seed: seed of the layer's generator.
 
@@ -124,6 +129,7 @@ class GenNiSampler(NegativeSampler):
         alpha: float = 2.5,
         beta: float = 1.0,
         max_logits: int = DEFAULT_MAX_LOGITS,
+        beta_group: int | None = None,
         seed: int | None = None,
         **kwargs,
     ):
@@ -137,7 +143,10 @@ class GenNiSampler(NegativeSampler):
                 f"`num_negatives` ({num_negatives}) must be smaller than "
                 f"`num_items` ({num_items})."
             )
+        if beta_group is not None and beta_group < 1:
+            raise ValueError(f"`beta_group` must be positive. Got {beta_group}.")
         self.max_logits = max_logits
+        self.beta_group = beta_group
         self.beta = beta
         with tf.init_scope():
             self.alpha = tf.Variable(
@@ -198,11 +207,11 @@ class GenNiSampler(NegativeSampler):
         table = tf.stop_gradient(item_embeddings)[1:]  # (V, d)
         targets = tf.cast(targets, tf.int64)
         m = self.num_candidates
-        if m < self.num_items:
-            noise = tf.random.stateless_uniform([self.num_items], self._seed())
-            _, picked = tf.math.top_k(noise, k=m, sorted=False)  # (m,)
-            candidate_ids = tf.cast(picked, tf.int64) + 1
-            candidates = tf.gather(table, picked)  # (m, d)
+        per_group = m < self.num_items and self.beta_group is not None
+        if per_group:  # Each chunk (one group) draws its own V' below.
+            column_of = None
+        elif m < self.num_items:
+            candidate_ids, candidates = self._candidates(table, self._seed())
             # Column of each item among the candidates, -1 when not drawn
             # (padding, id 0, never is).
             column_of = tf.tensor_scatter_nd_update(
@@ -214,27 +223,31 @@ class GenNiSampler(NegativeSampler):
             candidate_ids = tf.range(1, self.num_items + 1, dtype=tf.int64)
             candidates = table
             column_of = tf.range(-1, self.num_items, dtype=tf.int64)  # id - 1
-        # Columns never drawn per row, -1 where none: the target first, then
-        # the excluded items (their padding ids 0 map to -1).
+        # Items never drawn per row, 0 where none: the target first, then the
+        # excluded items.
         masked = targets[:, None]  # (N, 1)
         if exclude is not None:
             dense = tf.cast(exclude.to_tensor(default_value=0), tf.int64)
             masked = tf.concat([masked, dense], axis=1)  # (N, 1 + L)
-        masked_columns = tf.gather(column_of, masked)
         n = tf.shape(queries)[0]
-        rows = tf.maximum(tf.minimum(self.chunk_rows, n), 1)  # No padding past N.
+        limit = self.chunk_rows
+        if per_group:
+            limit = min(limit, self.beta_group)
+        rows = tf.maximum(tf.minimum(limit, n), 1)  # No padding past N.
         num_chunks = (n + rows - 1) // rows
         pad = num_chunks * rows - n
         chunk_queries = tf.reshape(
             tf.pad(queries, [[0, pad], [0, 0]]),
             [num_chunks, rows, tf.shape(queries)[1]],
         )  # (C, rows, d)
-        width = tf.shape(masked_columns)[1]
-        chunk_columns = tf.reshape(
-            tf.pad(masked_columns, [[0, pad], [0, 0]], constant_values=-1),
-            [num_chunks, rows, width],
+        width = tf.shape(masked)[1]
+        chunk_masked = tf.reshape(
+            tf.pad(masked, [[0, pad], [0, 0]]), [num_chunks, rows, width]
         )  # (C, rows, 1 + L)
         seeds = tf.transpose(self.generator.make_seeds(num_chunks))  # (C, 2)
+        elems = (chunk_queries, chunk_masked, seeds)
+        if per_group:  # Seeds of each group's V'.
+            elems += (tf.transpose(self.generator.make_seeds(num_chunks)),)
 
         def mask(logits: tf.Tensor, columns: tf.Tensor) -> tf.Tensor:
             """-inf at columns [rows, w] >= 0; the others keep their logits."""
@@ -252,8 +265,14 @@ class GenNiSampler(NegativeSampler):
             )
 
         def draw_chunk(args: tuple) -> tf.Tensor:
-            q, columns, seed = args
-            logits = tf.matmul(q, candidates, transpose_b=True)  # (rows, m)
+            q, ids, seed = args[:3]
+            if per_group:
+                chunk_ids, chunk_candidates = self._candidates(table, args[3])
+                columns = _columns(ids, chunk_ids)
+            else:
+                chunk_ids, chunk_candidates = candidate_ids, candidates
+                columns = tf.gather(column_of, ids)
+            logits = tf.matmul(q, chunk_candidates, transpose_b=True)  # (rows, m)
             masked_logits = mask(logits, columns)
             if exclude is not None:  # Rows with nothing left keep all but the target.
                 empty = tf.reduce_all(tf.math.is_inf(masked_logits), axis=-1)
@@ -265,21 +284,42 @@ class GenNiSampler(NegativeSampler):
                     lambda: masked_logits,
                 )
             picks = categorical(masked_logits, self.num_negatives, seed)  # (rows, k)
-            return tf.gather(candidate_ids, picks)
+            return tf.gather(chunk_ids, picks)
 
         drawn = tf.map_fn(
             draw_chunk,
-            (chunk_queries, chunk_columns, seeds),
+            elems,
             fn_output_signature=tf.TensorSpec([None, self.num_negatives], tf.int64),
             parallel_iterations=1,  # One chunk of logits alive at a time.
         )
         return tf.reshape(drawn, [-1, self.num_negatives])[:n]
+
+    def _candidates(self, table: tf.Tensor, seed: tf.Tensor) -> tuple:
+        """V': ids (sorted, [m]) and embeddings ([m, d]) of a uniform draw of
+        `num_candidates` items without replacement."""
+        noise = tf.random.stateless_uniform([self.num_items], seed)
+        _, picked = tf.math.top_k(noise, k=self.num_candidates, sorted=False)
+        picked = tf.sort(picked)
+        return tf.cast(picked, tf.int64) + 1, tf.gather(table, picked)
 
     def get_config(self) -> dict:
         config = super().get_config()
         config.update(
             alpha=float(self.alpha.numpy()),
             beta=self._beta,
+            beta_group=self.beta_group,
             max_logits=self.max_logits,
         )
         return config
+
+
+def _columns(ids: tf.Tensor, candidate_ids: tf.Tensor) -> tf.Tensor:
+    """Column of each id [rows, w] among sorted `candidate_ids` [m], -1 where it
+    is not a candidate (padding, id 0, never is)."""
+    m = tf.shape(candidate_ids, out_type=tf.int64)[0]
+    found = tf.searchsorted(
+        candidate_ids[None, :], tf.reshape(ids, [1, -1]), out_type=tf.int64
+    )
+    found = tf.minimum(tf.reshape(found, tf.shape(ids, out_type=tf.int64)), m - 1)
+    hit = tf.logical_and(tf.gather(candidate_ids, found) == ids, ids > 0)
+    return tf.where(hit, found, tf.constant(-1, tf.int64))

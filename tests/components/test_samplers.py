@@ -108,6 +108,44 @@ def test_genni_beta_restricts_the_candidates_of_a_batch():
     assert seen == set(range(2, V + 1))
 
 
+def test_genni_beta_group_draws_a_fresh_subset_per_group_of_positions():
+    # beta 0.25: 5 candidates per group of 10 positions, groups of their own.
+    sampler = GenNiSampler(
+        V, num_negatives=4, alpha=0.0, beta=0.25, beta_group=10, seed=1
+    )
+    targets = np.arange(300) % V + 1
+    draws = sampler(tf.ones([300, D]), tf.constant(targets), _table()).numpy()
+    assert draws.shape == (300, 4)
+    assert not np.any(draws == targets[:, None])  # Never the target.
+    groups = draws.reshape(30, 40)
+    assert all(len(np.unique(g)) <= 5 for g in groups)  # One V' per group...
+    assert len(np.unique(draws)) == V  # ...and the groups' V' differ.
+
+
+def test_genni_beta_group_keeps_the_law_of_each_subset():
+    # alpha 0: uniform over all items but the target, whatever V' each group
+    # drew; with exclusion, the excluded items are never drawn.
+    rows, target, seen = 6000, 3, [1, 5, 9]
+    sampler = GenNiSampler(V, alpha=0.0, beta=0.5, beta_group=7, seed=8)
+    draws = sampler(tf.ones([rows, D]), tf.fill([rows], target), _table()).numpy()
+    expected = np.r_[0.0, np.full(V, 1.0 / (V - 1))]
+    expected[target] = 0.0
+    _assert_close_to(_frequencies(draws), expected, rows)
+    draws = sampler(
+        tf.ones([rows, D]),
+        tf.fill([rows], target),
+        _table(),
+        exclude=tf.ragged.constant([seen] * rows, dtype=tf.int64),
+    ).numpy()
+    assert not np.any(np.isin(draws, [*seen, target]))
+
+    @tf.function(jit_compile=True)
+    def draw(q, t):
+        return sampler(q, t, _table())
+
+    assert not np.any(draw(tf.ones([15, D]), tf.fill([15], 4)).numpy() == 4)
+
+
 def test_genni_chunking_keeps_memory_bounded_and_results_valid():
     sampler = GenNiSampler(V, num_negatives=1, alpha=1.0, max_logits=3 * 256, seed=0)
     assert sampler.chunk_rows == 3  # A row: 20 logits in one 128 block + 1 block.
@@ -156,6 +194,7 @@ def test_genni_state_round_trip_repeats_the_draws(tmp_path):
     "layer",
     [
         GenNiSampler(V, num_negatives=3, alpha=2.0, beta=0.5, max_logits=99, seed=5),
+        GenNiSampler(V, beta=0.5, beta_group=50, seed=5),
         UniformSampler(V, num_negatives=2, seed=6),
         PopularitySampler(V, list(range(V + 1)), gamma=0.5, num_negatives=2, seed=7),
     ],
