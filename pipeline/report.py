@@ -64,6 +64,9 @@ ROW_NAMES = {
 Priorities = set[tuple[str, str]] | list[set[tuple[str, str]]]
 
 MAIN_ALPHA = 2.5  # GenNi's alpha everywhere but the alpha and BPR sweeps.
+# Positions sharing one V' in the beta sweep's second series: about one
+# sequence (the maximum length), against one V' per batch in the first.
+BETA_GROUP = 50
 # A peak of the alpha sweep must beat both ends by this fraction of NDCG@10:
 # seeds of one setting differ by about 1.3% (Beauty GenNi, 3 seeds).
 ALPHA_FALL = 0.02
@@ -86,6 +89,8 @@ class Grid:
     initial_alphas: tuple[float, ...]
     beta_growth: float
     case_epochs: tuple[int, ...]
+    # Betas also run with a fresh V' per BETA_GROUP positions (`--beta-group`).
+    group_betas: tuple[float, ...] = ()
     case_users: int = 3
     speed_rounds: int = 5  # Side-by-side step timing of the efficiency table.
     speed_steps: int = 10
@@ -103,6 +108,7 @@ FULL = Grid(
     initial_alphas=(0.0, 1.0, 2.5, 4.0),
     beta_growth=20.0,
     case_epochs=(1, 10, 50),
+    group_betas=(0.001, 0.01),
 )
 QUICK = Grid(
     epochs=3,
@@ -115,6 +121,7 @@ QUICK = Grid(
     initial_alphas=(0.0, 2.5),
     beta_growth=1.0,
     case_epochs=(1, 3),
+    group_betas=(0.01,),
     speed_rounds=2,
     speed_steps=3,
 )
@@ -140,6 +147,10 @@ def experiments(grid: Grid) -> dict[str, list[tuple[str, dict]]]:
         ],
         "alpha": [(f"{a:g}", dict(genni, alpha=a)) for a in grid.alphas],
         "beta": [(f"{b:g}", dict(genni, beta=b)) for b in grid.betas],
+        "beta_group": [
+            (f"{b:g}", dict(genni, beta=b, beta_group=BETA_GROUP))
+            for b in grid.group_betas
+        ],
         "k": [
             (
                 f"{s} k={k}",
@@ -424,7 +435,8 @@ def sketch_runs(grid: Grid) -> list[set[tuple[str, str]]]:
     middle = grid.bpr_ks[len(grid.bpr_ks) // 2]
     return [
         {("self_adjust", f"self-adjusted alpha0={a:g}") for a in self_adjusted},
-        {("beta", f"{grid.betas[0]:g}")},
+        {("beta", f"{grid.betas[0]:g}")}
+        | {("beta_group", f"{b:g}") for b in grid.group_betas[:1]},
         {
             ("k", f"genni k={grid.ks[-1]}"),
             ("k", f"uniform k={grid.ks[len(grid.ks) // 2]}"),
@@ -994,8 +1006,8 @@ def _efficiency_section(
 
 
 def beta_note(table: dict) -> str:
-    """Why the smallest betas may fall below uniform (Toys NDCG@10: beta 0.001
-    2.90 against uniform 4.05), with beta x |V| of the report's own dataset."""
+    """How V' is drawn, with beta x |V| of the report's own dataset, and what
+    a fresh V' per group of positions changed where it has run."""
     items = None
     for metrics in (m for runs in table.get("beta", {}).values() for m in runs):
         path = os.path.join(metrics["config"]["data"], schema.STATS_FILE)
@@ -1008,12 +1020,43 @@ def beta_note(table: dict) -> str:
         few += f": about {min(betas) * items:.0f} at beta {min(betas):g}"
     return (
         "V' (the beta fraction of items GenNi scores) is drawn once per batch and "
-        "shared by all its positions, which the paper allows beside a fresh V' per "
-        "position. At the smallest betas every negative of a batch then comes from "
-        f"the same few items ({few}), the likely reason the smallest betas fall "
-        "below uniform (a fresh V' per position is not implemented, so this is not "
-        "tested)."
+        "shared by all its positions in the first series, so at the smallest "
+        f"betas every negative of a batch comes from the same few items ({few}). "
+        f"The second series draws a fresh V' for every {BETA_GROUP} positions "
+        f"(`genni train --beta-group {BETA_GROUP}`, about one per sequence); the "
+        "paper allows either."
     )
+
+
+def _beta_section(table: dict, paper: dict, output: str) -> list[str]:
+    rows, missing = _finished(table, "beta")
+    grouped = table.get("beta_group", {})
+    done = {label: metrics for label, metrics in grouped.items() if metrics}
+    labels = list(rows)
+    xs = [float(label) for label in labels]
+    series = _sweep_series(rows, xs, labels)
+    if done:
+        fresh = list(done)
+        series[f"NDCG@10, V' per {BETA_GROUP} positions"] = (
+            [float(label) for label in fresh],
+            [_mean(table, "beta_group", label) for label in fresh],
+        )
+    _plot(os.path.join(output, "beta.png"), "Performance vs beta", "beta", series, True)
+    lines = [beta_note(table), "", "![beta](beta.png)", ""]
+    fresh_title = f"NDCG@10, V' per {BETA_GROUP} positions"
+    lines += [_row("beta", "HR@10", "NDCG@10", fresh_title), "|---|---|---|---|"]
+    for label in dict.fromkeys([*table.get("beta", {}), *grouped]):
+        cells = _hr_ndcg(rows[label]) if label in rows else ("-", "-")
+        fresh_cell = (
+            _fmt(_test(done[label], "NDCG@10"))
+            if label in done
+            else ("not run yet" if label in grouped else "-")
+        )
+        lines.append(_row(label, *cells, fresh_cell))
+    missing += [
+        f"{label} (V' per {BETA_GROUP})" for label in grouped if label not in done
+    ]
+    return lines + _still_missing(missing)
 
 
 def _sweep_section(
@@ -1021,7 +1064,6 @@ def _sweep_section(
     title: str,
     xlabel: str,
     logx: bool,
-    note: Callable[[dict], str] | None = None,
 ):
     def section(table: dict, paper: dict, output: str) -> list[str]:
         rows, missing = _finished(table, experiment)
@@ -1029,8 +1071,7 @@ def _sweep_section(
         xs = [float(label) for label in labels]
         series = _sweep_series(rows, xs, labels)
         _plot(os.path.join(output, f"{experiment}.png"), title, xlabel, series, logx)
-        lines = [note(table), ""] if note else []
-        lines += [f"![{experiment}]({experiment}.png)", ""]
+        lines = [f"![{experiment}]({experiment}.png)", ""]
         lines += [_row(xlabel, "HR@10", "NDCG@10"), "|---|---|---|"]
         lines += [_row(label, *_hr_ndcg(rows[label])) for label in labels]
         return lines + _still_missing(missing)
@@ -1189,7 +1230,7 @@ SECTIONS = (
     ),
     (
         "Performance vs beta",
-        _sweep_section("beta", "Performance vs beta", "beta", True, beta_note),
+        _beta_section,
     ),
     ("Number of negatives k", _k_section),
     ("BPR loss with 1..K negatives (HR@5)", _bpr_section),

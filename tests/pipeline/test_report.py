@@ -121,6 +121,10 @@ def test_report_renders_from_finished_runs(tmp_path, monkeypatch):
     # Efficiency: the side-by-side step times, not the runs' own epoch times.
     assert f"| genni beta 1 | 140 | 12.3 | 1.40 | {mean:.2f} ± 0.35 |" in text
     assert "| genni growing beta m=1 | - | - | - |" in text
+    # Beta 0.01 ran only with a fresh V' per 50 positions; 0.1 only per batch.
+    assert "| 0.01 | - | - | 8.25 ± 0.35 |" in text
+    assert re.search(r"\| 0\.1 \| [0-9.]+ ± 0\.35 \| [0-9.]+ ± 0\.35 \| - \|", text)
+    assert "(beta x |V|)" in text  # The fake dataset has no statistics.
     verdicts = {
         c["claim"]: c["reproduced"]
         for c in json.loads((out / report.RESULTS_FILE).read_text())["claims"]
@@ -265,10 +269,12 @@ def test_after_the_claims_every_figure_gets_its_first_points(tmp_path):
     assert claims == report.claim_runs(grid)
     assert [sorted({e for e, _ in tier}) for tier in sketch] == [
         ["self_adjust"],
-        ["beta"],
+        ["beta", "beta_group"],
         ["k"],
         ["bpr"],
     ]
+    # The lowest beta, with one V' per batch and one per 50 positions.
+    assert sketch[1] == {("beta", "0.001"), ("beta_group", "0.001")}
     assert sketch[0] == {
         ("self_adjust", "self-adjusted alpha0=0"),
         ("self_adjust", "self-adjusted alpha0=2.5"),
