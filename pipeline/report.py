@@ -355,6 +355,8 @@ def _slug(values: dict, seed: int) -> str:
             parts.append(f"m{values['beta_growth']:g}")
         else:
             parts.append(f"b{values.get('beta', 1.0):g}")
+        if values.get("beta_group") is not None:
+            parts.append(f"g{values['beta_group']}")
         if values.get("alpha_step") is not None:
             parts.append("sa")
     parts.append(f"k{values.get('num_negatives', 1)}")
