@@ -1,0 +1,72 @@
+"""What a fresh V' per group of positions (`--beta-group`) costs GenNi.
+
+GenNi scores a beta fraction V' of the items, drawn once per batch or, with
+`--beta-group G`, afresh for every G positions. Training steps of uniform and
+of GenNi with each, at beta 0.1 and 0.001, on packed batches, are timed side
+by side in one process (`pipeline.speed.step_times`) and printed as ratios to
+uniform.
+
+    python benchmarks/beta_group_speed.py [--data DIR] [--rounds 5] [--steps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+
+from _common import machine, write_results
+from cpu_allocator import synthetic_data
+
+from pipeline import report, speed
+
+GROUP = report.BETA_GROUP
+
+
+def configs() -> dict[str, dict]:
+    found = {"uniform": dict(sampler="uniform", pack=True)}
+    for beta in (0.1, 0.001):
+        genni = dict(sampler="genni", beta=beta, pack=True)
+        found[f"genni beta {beta:g}"] = genni
+        found[f"genni beta {beta:g}, V' per {GROUP}"] = dict(genni, beta_group=GROUP)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=None, help="Preprocessed dataset dir.")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = args.data or synthetic_data(tmp)
+        times = speed.step_times(data_dir, configs(), args.rounds, args.steps)
+    median = {name: statistics.median(t) for name, t in times.items()}
+    lines = [
+        "# GenNi: one V' per batch vs a fresh V' per group of positions",
+        "",
+        f"Packed batches of 256, {args.steps} steps per configuration and round, "
+        f"median of {args.rounds} interleaved rounds in one process.",
+        "",
+        "| sampler | ms / step | x uniform |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {name} | {1000 * t:.0f} | {t / median['uniform']:.2f} |"
+        for name, t in median.items()
+    ]
+    command = " ".join(["python benchmarks/beta_group_speed.py", *sys.argv[1:]])
+    lines += ["", f"Command: `{command}`", ""]
+    markdown = "\n".join(lines)
+    print(markdown)
+    write_results(
+        "beta_group_speed",
+        {"seconds_per_step": times, "median": median, "machine": machine()},
+        markdown,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
