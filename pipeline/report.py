@@ -1026,7 +1026,8 @@ def beta_note(table: dict) -> str:
         f"betas every negative of a batch comes from the same few items ({few}). "
         f"The second series draws a fresh V' for every {BETA_GROUP} positions "
         f"(`genni train --beta-group {BETA_GROUP}`, about one per sequence); the "
-        "paper allows either."
+        "paper allows either. At beta 1 V' holds every item, so both series "
+        "meet there."
     )
 
 
@@ -1036,12 +1037,18 @@ def _beta_section(table: dict, paper: dict, output: str) -> list[str]:
     done = {label: metrics for label, metrics in grouped.items() if metrics}
     labels = list(rows)
     xs = [float(label) for label in labels]
-    series = _sweep_series(rows, xs, labels)
+    series = {
+        f"{name}, V' per batch": points
+        for name, points in _sweep_series(rows, xs, labels).items()
+    }
     if done:
-        fresh = list(done)
+        # At beta 1 V' is every item: the same run whichever way it is drawn.
+        fresh = [(float(b), _mean(table, "beta_group", b)) for b in done]
+        if "1" in rows and "1" not in done:
+            fresh.append((1.0, _mean(table, "beta", "1")))
         series[f"NDCG@10, V' per {BETA_GROUP} positions"] = (
-            [float(label) for label in fresh],
-            [_mean(table, "beta_group", label) for label in fresh],
+            [x for x, _ in fresh],
+            [y for _, y in fresh],
         )
     _plot(os.path.join(output, "beta.png"), "Performance vs beta", "beta", series, True)
     lines = [beta_note(table), "", "![beta](beta.png)", ""]
