@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -32,3 +33,22 @@ def write_results(name: str, results: dict, markdown: str) -> None:
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
     (RESULTS / f"{name}.md").write_text(markdown)
     print(f"Results: {RESULTS / name}.json and .md")
+
+
+def timing_parser(doc: str, rounds: int) -> argparse.ArgumentParser:
+    """The options of a side-by-side step-timing benchmark."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--data", default=None, help="Preprocessed dataset dir.")
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--steps", type=int, default=10)
+    return parser
+
+
+def publish(name: str, lines: list[str], results: dict) -> None:
+    """Print a benchmark's Markdown, ending with the command that ran it, and
+    write it with `results` (plus the machine) as results/<name>.json / .md."""
+    script = os.path.basename(sys.argv[0])
+    command = " ".join([f"python benchmarks/{script}", *sys.argv[1:]])
+    markdown = "\n".join([*lines, "", f"Command: `{command}`", ""])
+    print(markdown)
+    write_results(name, dict(results, machine=machine()), markdown)

@@ -11,12 +11,11 @@ uniform.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
 
-from _common import machine, write_results
+from _common import publish, timing_parser
 from cpu_allocator import synthetic_data
 
 from pipeline import report, speed
@@ -34,10 +33,7 @@ def configs() -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=None, help="Preprocessed dataset dir.")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=10)
+    parser = timing_parser(__doc__, rounds=5)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = args.data or synthetic_data(tmp)
@@ -56,15 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         f"| {name} | {1000 * t:.0f} | {t / median['uniform']:.2f} |"
         for name, t in median.items()
     ]
-    command = " ".join(["python benchmarks/beta_group_speed.py", *sys.argv[1:]])
-    lines += ["", f"Command: `{command}`", ""]
-    markdown = "\n".join(lines)
-    print(markdown)
-    write_results(
-        "beta_group_speed",
-        {"seconds_per_step": times, "median": median, "machine": machine()},
-        markdown,
-    )
+    publish("beta_group_speed", lines, {"seconds_per_step": times, "median": median})
     return 0
 
 

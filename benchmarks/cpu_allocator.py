@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from _common import SHARED_DATA, machine, write_results
+from _common import SHARED_DATA, publish, timing_parser
 
 CONFIGS = {
     "uniform": dict(sampler="uniform"),
@@ -64,10 +64,7 @@ def synthetic_data(tmp: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=None, help="Preprocessed dataset dir.")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=10)
+    parser = timing_parser(__doc__, rounds=3)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -130,15 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"| {name} | {cpu[name]['user_s']:.1f} | {cpu[name]['sys_s']:.1f} |"
         )
-    command = " ".join(["python benchmarks/cpu_allocator.py", *sys.argv[1:]])
-    lines += ["", f"Command: `{command}`", ""]
-    markdown = "\n".join(lines)
-    print(markdown)
-    write_results(
-        "cpu_allocator",
-        {"runs": runs, "median": median, "cpu": cpu, "machine": machine()},
-        markdown,
-    )
+    publish("cpu_allocator", lines, {"runs": runs, "median": median, "cpu": cpu})
     return 0
 
 
