@@ -207,22 +207,13 @@ class GenNiSampler(NegativeSampler):
         table = tf.stop_gradient(item_embeddings)[1:]  # (V, d)
         targets = tf.cast(targets, tf.int64)
         m = self.num_candidates
-        per_group = m < self.num_items and self.beta_group is not None
-        if per_group:  # Each chunk (one group) draws its own V' below.
-            column_of = None
-        elif m < self.num_items:
-            candidate_ids, candidates = self._candidates(table, self._seed())
-            # Column of each item among the candidates, -1 when not drawn
-            # (padding, id 0, never is).
-            column_of = tf.tensor_scatter_nd_update(
-                tf.fill([self.num_items + 1], tf.constant(-1, tf.int64)),
-                candidate_ids[:, None],
-                tf.range(m, dtype=tf.int64),
-            )
-        else:
+        subset = m < self.num_items
+        per_group = subset and self.beta_group is not None
+        if not subset:
             candidate_ids = tf.range(1, self.num_items + 1, dtype=tf.int64)
             candidates = table
-            column_of = tf.range(-1, self.num_items, dtype=tf.int64)  # id - 1
+        elif not per_group:  # One V' for the batch; per group, each chunk draws its own.
+            candidate_ids, candidates = self._candidates(table, self._seed())
         # Items never drawn per row, 0 where none: the target first, then the
         # excluded items.
         masked = targets[:, None]  # (N, 1)
@@ -268,10 +259,10 @@ class GenNiSampler(NegativeSampler):
             q, ids, seed = args[:3]
             if per_group:
                 chunk_ids, chunk_candidates = self._candidates(table, args[3])
-                columns = _columns(ids, chunk_ids)
             else:
                 chunk_ids, chunk_candidates = candidate_ids, candidates
-                columns = tf.gather(column_of, ids)
+            # Column of each masked id, -1 for none (padding, id 0).
+            columns = _columns(ids, chunk_ids) if subset else ids - 1
             logits = tf.matmul(q, chunk_candidates, transpose_b=True)  # (rows, m)
             masked_logits = mask(logits, columns)
             if exclude is not None:  # Rows with nothing left keep all but the target.
