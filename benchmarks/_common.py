@@ -28,6 +28,31 @@ def machine() -> dict:
     }
 
 
+def beauty_data(tmp: str, *, attributes: bool = False, synthetic: bool = False) -> str:
+    """Preprocess ../shared/data/Beauty.txt (and its item attributes when
+    `attributes`) into `tmp`, in memory; returns the data dir. Without Beauty,
+    the project's synthetic log when `synthetic`, else FileNotFoundError."""
+    from pipeline import inmemory
+    from pipeline.configs import PreprocessConfig
+
+    source = SHARED_DATA / "Beauty.txt"
+    item_attributes = None
+    if not source.exists():
+        if not synthetic:
+            raise FileNotFoundError(f"{source} (pass --data)")
+        from pipeline import synthetic as synth
+
+        source = os.path.join(tmp, "reviews.json.gz")
+        synth.write_log(synth.SyntheticConfig(), source)
+    elif attributes:
+        item_attributes = str(SHARED_DATA / "Beauty_item2attributes.json")
+    out = os.path.join(tmp, "data")
+    inmemory.run(
+        PreprocessConfig(input=str(source), output=out, item_attributes=item_attributes)
+    )
+    return out
+
+
 def write_results(name: str, results: dict, markdown: str) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")

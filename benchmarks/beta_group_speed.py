@@ -15,8 +15,7 @@ import statistics
 import sys
 import tempfile
 
-from _common import publish, timing_parser
-from cpu_allocator import synthetic_data
+from _common import beauty_data, publish, timing_parser
 
 from pipeline import report, speed
 
@@ -36,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = timing_parser(__doc__, rounds=5)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        data_dir = args.data or synthetic_data(tmp)
+        data_dir = args.data or beauty_data(tmp, synthetic=True)
         times = speed.step_times(data_dir, configs(), args.rounds, args.steps)
     median = {name: statistics.median(t) for name, t in times.items()}
     lines = [

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from _common import SHARED_DATA, publish, timing_parser
+from _common import beauty_data, publish, timing_parser
 
 CONFIGS = {
     "uniform": dict(sampler="uniform"),
@@ -47,22 +47,6 @@ def child(data_dir: str, steps: int) -> dict:
     }
 
 
-def synthetic_data(tmp: str) -> str:
-    """Beauty when ../shared/data has it, else the project's synthetic log."""
-    from pipeline import inmemory
-    from pipeline.configs import PreprocessConfig
-
-    out = os.path.join(tmp, "data")
-    source = SHARED_DATA / "Beauty.txt"
-    if not source.exists():
-        from pipeline import synthetic
-
-        source = os.path.join(tmp, "reviews.json.gz")
-        synthetic.write_log(synthetic.SyntheticConfig(), source)
-    inmemory.run(PreprocessConfig(input=str(source), output=out))
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = timing_parser(__doc__, rounds=3)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -71,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(args.data, args.steps)))
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        data_dir = args.data or synthetic_data(tmp)
+        data_dir = args.data or beauty_data(tmp, synthetic=True)
         runs: dict[str, list[dict]] = {name: [] for name in SETTINGS}
         command = [sys.executable, __file__, "--child", "--steps", str(args.steps)]
         for r in range(args.rounds):

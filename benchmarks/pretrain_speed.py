@@ -20,22 +20,7 @@ import os
 import statistics
 import tempfile
 
-from _common import SHARED_DATA, machine, write_results
-
-
-def beauty_data(tmp: str) -> str:
-    from pipeline import inmemory
-    from pipeline.configs import PreprocessConfig
-
-    out = os.path.join(tmp, "beauty")
-    inmemory.run(
-        PreprocessConfig(
-            input=str(SHARED_DATA / "Beauty.txt"),
-            output=out,
-            item_attributes=str(SHARED_DATA / "Beauty_item2attributes.json"),
-        )
-    )
-    return out
+from _common import beauty_data, machine, write_results
 
 
 def main() -> None:
@@ -50,7 +35,7 @@ def main() -> None:
     from pipeline.configs import PretrainConfig, TrainConfig
 
     with tempfile.TemporaryDirectory() as tmp:
-        data = args.data or beauty_data(tmp)
+        data = args.data or beauty_data(tmp, attributes=True)
         info = schema.DatasetInfo.load(data)
         rows = {}
         for name, sampler in (

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -23,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from _common import SHARED_DATA, machine, write_results
+from _common import SHARED_DATA, beauty_data, machine, write_results
 
 from pipeline import speed
 
@@ -39,15 +38,6 @@ PACKED = {f"{name}_pack": dict(config, pack=True) for name, config in CONFIGS.it
 SCALE_ITEMS = (10_000, 100_000, 1_000_000)
 POSITIONS = 256 * 50
 GIB = 1 << 30
-
-
-def beauty_data(tmp: str) -> str:
-    from pipeline import inmemory
-    from pipeline.configs import PreprocessConfig
-
-    out = os.path.join(tmp, "beauty")
-    inmemory.run(PreprocessConfig(input=str(SHARED_DATA / "Beauty.txt"), output=out))
-    return out
 
 
 def eval_times(data_dir: str, rounds: int) -> dict[str, list[float]]:

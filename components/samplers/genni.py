@@ -212,7 +212,7 @@ class GenNiSampler(NegativeSampler):
         if not subset:
             candidate_ids = tf.range(1, self.num_items + 1, dtype=tf.int64)
             candidates = table
-        elif not per_group:  # One V' for the batch; per group, each chunk draws its own.
+        elif not per_group:  # One V' per batch (per group: one per chunk, below).
             candidate_ids, candidates = self._candidates(table, self._seed())
         # Items never drawn per row, 0 where none: the target first, then the
         # excluded items.
