@@ -27,6 +27,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 from pipeline import configs, rundir, schema
 from pipeline.configs import TrainConfig
@@ -235,7 +236,7 @@ def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
     packed or not. Where several share a key, a finished run wins over an
     unfinished one, then an unpacked one over a packed one.
     """
-    candidates: dict[str, list[tuple[tuple, str, TrainConfig]]] = {}
+    candidates: dict[str, list[tuple[tuple, tuple[str, TrainConfig]]]] = {}
     if not os.path.isdir(runs_dir):
         return {}
     for name in sorted(os.listdir(runs_dir)):
@@ -249,11 +250,20 @@ def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
             continue  # Not a run of this version; leave it alone.
         key = run_key(config, data_fingerprint(config.data))
         finished = os.path.exists(os.path.join(run_dir, rundir.METRICS_FILE))
-        rank = (not finished, config.pack, name)
-        candidates.setdefault(key, []).append((rank, run_dir, config))
-    return {
-        key: min(found, key=lambda c: c[0])[1:] for key, found in candidates.items()
-    }
+        candidates.setdefault(key, []).append(
+            (_rank(config, name, finished), (run_dir, config))
+        )
+    return _preferred(candidates)
+
+
+def _rank(config: TrainConfig, name: str, finished: bool = True) -> tuple:
+    """Order among runs of one key: finished first, then unpacked, then by name."""
+    return (not finished, config.pack, name)
+
+
+def _preferred(candidates: dict[str, list[tuple[tuple, Any]]]) -> dict[str, Any]:
+    """Key -> the value of lowest `_rank` among that key's (rank, value) pairs."""
+    return {key: min(found, key=lambda c: c[0])[1] for key, found in candidates.items()}
 
 
 # What an archived metrics.json adds to the run's own: its dataset's
@@ -266,9 +276,9 @@ def archived_runs(archive: str) -> dict[str, tuple[str, dict]]:
     directory of runs' metrics.json files (`archive_runs`), any names. Files
     that are not a run's metrics (or of another version) are skipped; where
     several share a key, an unpacked run wins, as in `existing_runs`."""
-    found: dict[str, tuple[str, dict]] = {}
+    found: dict[str, list[tuple[tuple, tuple[str, dict]]]] = {}
     if not os.path.isdir(archive):
-        return found
+        return {}
     for name in sorted(os.listdir(archive)):
         path = os.path.join(archive, name)
         if not name.endswith(".json") or not os.path.isfile(path):
@@ -279,12 +289,10 @@ def archived_runs(archive: str) -> dict[str, tuple[str, dict]]:
         except (ValueError, TypeError, KeyError, json.JSONDecodeError):
             continue
         fingerprint = metrics.get(ARCHIVE_DATASET) or data_fingerprint(config.data)
-        key = run_key(config, fingerprint)
-        if key not in found or (
-            found[key][1]["config"].get("pack") and not config.pack
-        ):
-            found[key] = (path, metrics)
-    return found
+        found.setdefault(run_key(config, fingerprint), []).append(
+            (_rank(config, name), (path, metrics))
+        )
+    return _preferred(found)
 
 
 def restore_runs(archive: str, runs_dir: str, data: str) -> list[str]:
@@ -321,25 +329,34 @@ def restore_runs(archive: str, runs_dir: str, data: str) -> list[str]:
     return written
 
 
-def archive_runs(results: dict[str, dict], archive: str, prefix: str) -> list[str]:
+def archive_runs(
+    results: dict[str, dict],
+    archive: str,
+    prefix: str,
+    kept: dict[str, tuple[str, dict]] | None = None,
+) -> list[str]:
     """Copy the finished runs' metrics.json (run dir -> metrics) that `archive`
     does not hold yet into it, as `<prefix>_<run dir name>.json` with their
     dataset's fingerprint: a directory small enough to commit, from which
-    `restore_runs` brings the runs back on another machine. Returns the files
-    written."""
-    kept = archived_runs(archive)
+    `restore_runs` brings the runs back on another machine. `kept`: what
+    `archived_runs(archive)` returned, updated here with what is written (so
+    a caller archiving after every run reads the archive once). Returns the
+    files written."""
+    if kept is None:
+        kept = archived_runs(archive)
     written = []
     for run_dir, metrics in sorted(results.items()):
         config = TrainConfig.from_dict(metrics["config"])
         fingerprint = data_fingerprint(config.data)
-        if run_key(config, fingerprint) in kept:
+        key = run_key(config, fingerprint)
+        if key in kept:
             continue
         os.makedirs(archive, exist_ok=True)
         name = os.path.basename(os.path.normpath(run_dir))
         name = f"{name if name.startswith(prefix + '_') else f'{prefix}_{name}'}.json"
         path = os.path.join(archive, name)
         rundir.write_json(path, dict(metrics, **{ARCHIVE_DATASET: fingerprint}))
-        kept[run_key(config, fingerprint)] = (path, metrics)
+        kept[key] = (path, metrics)
         written.append(path)
     return written
 
@@ -1008,8 +1025,8 @@ def _efficiency_section(
 
 
 def beta_note(table: dict) -> str:
-    """How V' is drawn, with beta x |V| of the report's own dataset, and what
-    a fresh V' per group of positions changed where it has run."""
+    """How V' is drawn in the two series of the beta figure, with beta x |V|
+    of the report's own dataset at its smallest beta."""
     items = None
     for metrics in (m for runs in table.get("beta", {}).values() for m in runs):
         path = os.path.join(metrics["config"]["data"], schema.STATS_FILE)
@@ -1033,6 +1050,7 @@ def beta_note(table: dict) -> str:
 
 def _beta_section(table: dict, paper: dict, output: str) -> list[str]:
     rows, missing = _finished(table, "beta")
+    fresh_title = f"NDCG@10, V' per {BETA_GROUP} positions"
     grouped = table.get("beta_group", {})
     done = {label: metrics for label, metrics in grouped.items() if metrics}
     labels = list(rows)
@@ -1046,13 +1064,12 @@ def _beta_section(table: dict, paper: dict, output: str) -> list[str]:
         fresh = [(float(b), _mean(table, "beta_group", b)) for b in done]
         if "1" in rows and "1" not in done:
             fresh.append((1.0, _mean(table, "beta", "1")))
-        series[f"NDCG@10, V' per {BETA_GROUP} positions"] = (
+        series[fresh_title] = (
             [x for x, _ in fresh],
             [y for _, y in fresh],
         )
     _plot(os.path.join(output, "beta.png"), "Performance vs beta", "beta", series, True)
     lines = [beta_note(table), "", "![beta](beta.png)", ""]
-    fresh_title = f"NDCG@10, V' per {BETA_GROUP} positions"
     lines += [_row("beta", "HR@10", "NDCG@10", fresh_title), "|---|---|---|---|"]
     for label in dict.fromkeys([*table.get("beta", {}), *grouped]):
         cells = _hr_ndcg(rows[label]) if label in rows else ("-", "-")
@@ -1368,6 +1385,7 @@ def report(
         restored = restore_runs(archive, runs_dir, data)
         if verbose and restored:
             print(f"{len(restored)} finished runs restored from {archive}.")
+        kept = archived_runs(archive)
     runs = plan(data, runs_dir, grid)
     start = time.perf_counter()
     speed_path = os.path.join(output, SPEED_FILE)
@@ -1380,7 +1398,7 @@ def report(
 
     def rerender(results: dict[str, dict]) -> None:  # A report at every run's end.
         if archive is not None:
-            archive_runs(results, archive, prefix)
+            archive_runs(results, archive, prefix, kept)
         render(output, runs, results, case, dataset, commands or [], speed)
 
     results = run_grid(
@@ -1398,7 +1416,7 @@ def report(
     if grid.case_epochs and not report_only:
         case = case_study(dataclasses.replace(main_genni, output=""), grid, output)
     if archive is not None:
-        archive_runs(results, archive, prefix)
+        archive_runs(results, archive, prefix, kept)
     text = render(output, runs, results, case, dataset, commands or [], speed)
     if verbose:
         print(
