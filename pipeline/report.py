@@ -201,6 +201,19 @@ def data_fingerprint(data: str) -> str:
     return json.dumps({k: stats.get(k) for k in keys}, sort_keys=True)
 
 
+def _fingerprinter():
+    """`data_fingerprint`, reading each dataset's statistics once per call
+    of its user (many runs share a dataset)."""
+    seen: dict[str, str] = {}
+
+    def fingerprint(data: str) -> str:
+        if data not in seen:
+            seen[data] = data_fingerprint(data)
+        return seen[data]
+
+    return fingerprint
+
+
 # Settings of how a run is computed, not of what: packed batches give the
 # model and loss of the unpacked ones (tests/pipeline/test_packing.py), so a
 # packed and an unpacked run of the same settings are the same experiment.
@@ -239,6 +252,7 @@ def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
     candidates: dict[str, list[tuple[tuple, tuple[str, TrainConfig]]]] = {}
     if not os.path.isdir(runs_dir):
         return {}
+    fingerprint = _fingerprinter()
     for name in sorted(os.listdir(runs_dir)):
         run_dir = os.path.join(runs_dir, name)
         path = os.path.join(run_dir, rundir.CONFIG_FILE)
@@ -248,7 +262,7 @@ def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
             config = TrainConfig.from_dict(rundir.read_json(path))
         except (ValueError, TypeError, json.JSONDecodeError):
             continue  # Not a run of this version; leave it alone.
-        key = run_key(config, data_fingerprint(config.data))
+        key = run_key(config, fingerprint(config.data))
         finished = os.path.exists(os.path.join(run_dir, rundir.METRICS_FILE))
         candidates.setdefault(key, []).append(
             (_rank(config, name, finished), (run_dir, config))
@@ -345,9 +359,10 @@ def archive_runs(
     if kept is None:
         kept = archived_runs(archive)
     written = []
+    fingerprint_of = _fingerprinter()
     for run_dir, metrics in sorted(results.items()):
         config = TrainConfig.from_dict(metrics["config"])
-        fingerprint = data_fingerprint(config.data)
+        fingerprint = fingerprint_of(config.data)
         key = run_key(config, fingerprint)
         if key in kept:
             continue
