@@ -20,6 +20,7 @@ runs' own epoch times, which depend on what else shared the machine.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -201,19 +202,6 @@ def data_fingerprint(data: str) -> str:
     return json.dumps({k: stats.get(k) for k in keys}, sort_keys=True)
 
 
-def _fingerprinter():
-    """`data_fingerprint`, reading each dataset's statistics once per call
-    of its user (many runs share a dataset)."""
-    seen: dict[str, str] = {}
-
-    def fingerprint(data: str) -> str:
-        if data not in seen:
-            seen[data] = data_fingerprint(data)
-        return seen[data]
-
-    return fingerprint
-
-
 # Settings of how a run is computed, not of what: packed batches give the
 # model and loss of the unpacked ones (tests/pipeline/test_packing.py), so a
 # packed and an unpacked run of the same settings are the same experiment.
@@ -252,7 +240,7 @@ def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
     candidates: dict[str, list[tuple[tuple, tuple[str, TrainConfig]]]] = {}
     if not os.path.isdir(runs_dir):
         return {}
-    fingerprint = _fingerprinter()
+    fingerprint = functools.cache(data_fingerprint)  # Runs share datasets.
     for name in sorted(os.listdir(runs_dir)):
         run_dir = os.path.join(runs_dir, name)
         path = os.path.join(run_dir, rundir.CONFIG_FILE)
@@ -359,7 +347,7 @@ def archive_runs(
     if kept is None:
         kept = archived_runs(archive)
     written = []
-    fingerprint_of = _fingerprinter()
+    fingerprint_of = functools.cache(data_fingerprint)  # Runs share datasets.
     for run_dir, metrics in sorted(results.items()):
         config = TrainConfig.from_dict(metrics["config"])
         fingerprint = fingerprint_of(config.data)
