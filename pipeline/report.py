@@ -215,10 +215,31 @@ LAYOUT_SETTINGS = ("pack",)
 # default, so that every run made before them keeps its key.
 LATER_SETTINGS = {"beta_group": None}
 
+# What only a sampler reads: the full-softmax loss draws no negatives, so a
+# softmax run is keyed with these at their defaults, whatever they were set to.
+SAMPLER_SETTINGS = (
+    "sampler",
+    "num_negatives",
+    "alpha",
+    "beta",
+    "beta_growth",
+    "beta_group",
+    "alpha_step",
+    "gamma",
+    "exclude_seen",
+    "max_logits",
+)
+
 
 def run_key(config: TrainConfig, fingerprint: str) -> str:
     """A stable id of a run: its settings and its dataset, not their paths,
-    nor its batch layout (`LAYOUT_SETTINGS`)."""
+    nor its batch layout (`LAYOUT_SETTINGS`), nor, for the softmax loss, the
+    settings of a sampler it does not have (`SAMPLER_SETTINGS`)."""
+    if config.loss == "softmax":  # One softmax run, whatever its unused flags.
+        defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+        config = dataclasses.replace(
+            config, **{name: defaults[name] for name in SAMPLER_SETTINGS}
+        )
     values = config.to_dict()
     for name in ("output", "data", *LAYOUT_SETTINGS):
         values.pop(name)

@@ -694,3 +694,24 @@ def test_run_keys_stay_those_of_the_archived_runs(tmp_path):
     config = TrainConfig(data=str(data), output="", alpha=0.5)
     grouped = dataclasses.replace(config, beta_group=50)
     assert report.run_key(grouped, "D") != report.run_key(config, "D")
+
+
+def test_a_softmax_run_is_keyed_without_the_sampler_it_does_not_have(tmp_path):
+    data = tmp_path / "beauty"
+    os.makedirs(data)
+    stats = {"users": 22363, "items": 12101, "events": 198502, "max_len": 50}
+    (data / "stats.json").write_text(json.dumps(dict(stats, min_count=5)))
+    names = [os.path.basename(d) for d in report.plan(str(data), "runs", report.FULL)]
+    assert "softmax_s0-bc92395817" in names  # The key it had before this rule.
+    softmax = TrainConfig(data=str(data), output="", loss="softmax")
+    flags = dict(sampler="uniform", alpha=4.0, num_negatives=9, exclude_seen=True)
+    other_flags = dataclasses.replace(softmax, **flags)
+    assert report.run_key(other_flags, "D") == report.run_key(softmax, "D")
+    # The sampler's settings still tell apart runs that use a sampler.
+    bce = dataclasses.replace(softmax, loss="bce")
+    assert report.run_key(dataclasses.replace(bce, **flags), "D") != report.run_key(
+        bce, "D"
+    )
+    assert report.run_key(dataclasses.replace(softmax, seed=1), "D") != (
+        report.run_key(softmax, "D")
+    )
