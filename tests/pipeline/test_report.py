@@ -681,29 +681,31 @@ def test_the_beta_note_counts_the_items_of_the_reports_own_dataset(tmp_path):
     assert "Toys" not in text
 
 
-def test_run_keys_stay_those_of_the_archived_runs(tmp_path):
-    # Beauty's statistics; its alpha 0.5 grid run was keyed a4855ada42 before
-    # any setting was added since (docs/results/beauty/results.json): a new
-    # setting at its default must leave every archived key as it was.
+def _beauty_grid(tmp_path) -> tuple[str, list[str]]:
+    """A dataset with Beauty's statistics, and the full grid's run names on it."""
     data = tmp_path / "beauty"
     os.makedirs(data)
     stats = {"users": 22363, "items": 12101, "events": 198502, "max_len": 50}
     (data / "stats.json").write_text(json.dumps(dict(stats, min_count=5)))
     names = [os.path.basename(d) for d in report.plan(str(data), "runs", report.FULL)]
+    return str(data), names
+
+
+def test_run_keys_stay_those_of_the_archived_runs(tmp_path):
+    # Beauty's statistics; its alpha 0.5 grid run was keyed a4855ada42 before
+    # any setting was added since (docs/results/beauty/results.json): a new
+    # setting at its default must leave every archived key as it was.
+    data, names = _beauty_grid(tmp_path)
     assert "genni_a0.5_b1_k1_s0-a4855ada42" in names
-    config = TrainConfig(data=str(data), output="", alpha=0.5)
+    config = TrainConfig(data=data, output="", alpha=0.5)
     grouped = dataclasses.replace(config, beta_group=50)
     assert report.run_key(grouped, "D") != report.run_key(config, "D")
 
 
 def test_a_softmax_run_is_keyed_without_the_sampler_it_does_not_have(tmp_path):
-    data = tmp_path / "beauty"
-    os.makedirs(data)
-    stats = {"users": 22363, "items": 12101, "events": 198502, "max_len": 50}
-    (data / "stats.json").write_text(json.dumps(dict(stats, min_count=5)))
-    names = [os.path.basename(d) for d in report.plan(str(data), "runs", report.FULL)]
+    data, names = _beauty_grid(tmp_path)
     assert "softmax_s0-bc92395817" in names  # The key it had before this rule.
-    softmax = TrainConfig(data=str(data), output="", loss="softmax")
+    softmax = TrainConfig(data=data, output="", loss="softmax")
     flags = dict(sampler="uniform", alpha=4.0, num_negatives=9, exclude_seen=True)
     other_flags = dataclasses.replace(softmax, **flags)
     assert report.run_key(other_flags, "D") == report.run_key(softmax, "D")
