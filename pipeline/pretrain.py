@@ -206,11 +206,23 @@ def pretrain(
 
     `strategy`: a single-machine `tf.distribute` strategy (MirroredStrategy)
     to build and train under; `config.batch_size` is then the global batch.
+    Raises `rundir.RunBusyError` while another process trains in
+    `config.output`.
     """
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         raise ValueError(
             "genni pretrain runs on one machine: use --strategy default or mirrored."
         )
+    with rundir.claim(config.output):
+        return _pretrain(config, resume, verbose, strategy)
+
+
+def _pretrain(
+    config: PretrainConfig,
+    resume: bool,
+    verbose: int,
+    strategy: tf.distribute.Strategy | None,
+) -> dict:
     info = schema.DatasetInfo.load(config.data)
     attributes, vocabulary = load_attributes(config.data, info.num_items)
     state = rundir.prepare(

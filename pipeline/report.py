@@ -532,7 +532,11 @@ def run_grid(
     in `first` train before the others; `first` is one set or a list of sets
     (tiers, the first tier first), or a function of the finished runs'
     metrics that gives one, asked again before each run. `after_each` gets
-    the finished runs' metrics after each run trained."""
+    the finished runs' metrics after each run trained.
+
+    Several grids (processes) can share `runs`: a run that another one is
+    training is skipped (`rundir.claim`), and one finished meanwhile is not
+    trained again, so each process takes the next free run."""
     from pipeline import train
 
     def finished(run_dir: str) -> bool:
@@ -587,7 +591,12 @@ def run_grid(
                 f"[{position}/{total}] {verb} {os.path.basename(run_dir)}",
                 flush=True,
             )
-        train.train(runs[run_dir]["config"], resume=resume, verbose=0)
+        try:
+            train.train(runs[run_dir]["config"], resume=resume, verbose=0)
+        except rundir.RunBusyError as e:  # A second grid (or a person) has it.
+            if verbose:
+                print(f"[{position}/{total}] skipped: {e}", flush=True)
+            continue
         done = results()
         if after_each is not None:
             after_each(done)

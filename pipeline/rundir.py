@@ -3,20 +3,63 @@
 A run directory holds `config.json` (the settings) and `state.json` (progress
 at the latest checkpoint). Starting again in the same directory needs
 `--resume` and the same settings, so a run never continues with other ones.
+One process at a time trains in a directory (`claim`): a second one, by hand
+or from a second `genni report` grid, is refused instead of writing over the
+first one's checkpoints.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+from collections.abc import Iterator
 
 CONFIG_FILE = "config.json"
 STATE_FILE = "state.json"
 METRICS_FILE = "metrics.json"  # Written when a run has finished.
+LOCK_FILE = "train.lock"  # Locked while a process trains in the directory.
 
 
 class RunExistsError(FileExistsError):
     """The run directory already holds a run and --resume was not given."""
+
+
+class RunBusyError(RuntimeError):
+    """Another process is training in the run directory."""
+
+
+@contextlib.contextmanager
+def claim(output: str) -> Iterator[None]:
+    """Hold `output` for this process (created if missing) while training.
+
+    An exclusive, non-blocking `flock` on `output/train.lock`: the system
+    drops it when the process ends, however it ends, so a killed run leaves
+    nothing to clean up and resumes at once. Raises `RunBusyError` while
+    another process (or another claim of this one) holds it. Local and
+    POSIX-shared file systems only, like the rest of the run directory.
+    """
+    os.makedirs(output, exist_ok=True)
+    path = os.path.join(output, LOCK_FILE)
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            raise RunBusyError(
+                f"{output!r} is being trained by another process (pid {holder}); "
+                "wait for it to finish or stop it, then --resume."
+            ) from None
+        try:
+            f.seek(0)
+            f.truncate()
+            f.write(str(os.getpid()))
+            f.flush()
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def write_json(path: str, value: object) -> None:

@@ -42,6 +42,7 @@ _LOG = logging.getLogger(__name__)
 CONFIG_FILE = rundir.CONFIG_FILE
 STATE_FILE = rundir.STATE_FILE
 RunExistsError = rundir.RunExistsError
+RunBusyError = rundir.RunBusyError
 METRICS_FILE = rundir.METRICS_FILE
 CHECKPOINT_DIR = "checkpoints"
 BEST_DIR = "best"
@@ -217,7 +218,20 @@ def train(
     over its replicas. The strategy is how a run is executed, not part of its
     settings, but dropout and sampling draw per-replica streams: a run is
     reproducible under the strategy (and replica count) it started with.
+    Raises `rundir.RunBusyError` while another process trains in
+    `config.output` (the chief's claim; other workers keep their own dirs).
     """
+    chief = worker_task(strategy) is None
+    with rundir.claim(config.output) if chief else contextlib.nullcontext():
+        return _train(config, resume, verbose, strategy)
+
+
+def _train(
+    config: TrainConfig,
+    resume: bool,
+    verbose: int,
+    strategy: tf.distribute.Strategy | None,
+) -> dict:
     info = schema.DatasetInfo.load(config.data)
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
     if config.pack and config.exclude_seen and replicas > 1:

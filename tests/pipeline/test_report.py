@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pipeline import cli, report, train
+from pipeline import cli, report, rundir, train
 from pipeline.configs import TrainConfig
 from tests.conftest import make_dataset
 
@@ -179,6 +179,26 @@ def test_grid_skips_a_run_another_process_finished_meanwhile(tmp_path, monkeypat
     results = report.run_grid(runs, verbose=0)
     assert calls == [names[-2]]
     assert set(results) == set(names)
+
+
+def test_grids_sharing_runs_skip_the_one_another_is_training(tmp_path, monkeypatch):
+    runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
+    names = list(runs)
+    finish({d: runs[d] for d in names[:-2]}, value_of)
+    calls = []
+
+    def claiming_train(config, resume=False, verbose=1):
+        with rundir.claim(config.output):  # As `train.train` does.
+            calls.append(config.output)
+            finish({config.output: {"config": config}}, value_of)
+
+    monkeypatch.setattr(train, "train", claiming_train)
+    with rundir.claim(names[-2]):  # A second grid is training this one.
+        results = report.run_grid(runs, verbose=0)
+    assert calls == [names[-1]]
+    assert set(results) == set(names) - {names[-2]}
+    assert set(report.run_grid(runs, verbose=0)) == set(names)  # Free again.
+    assert calls == [names[-1], names[-2]]
 
 
 def test_the_claims_runs_train_first_and_decide_every_claim(tmp_path, monkeypatch):

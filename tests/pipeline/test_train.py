@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from pipeline import cli, train
+from pipeline import cli, rundir, train
 from pipeline.configs import TrainConfig
 from tests.conftest import make_dataset
 
@@ -120,6 +120,18 @@ def test_existing_run_needs_resume_and_same_settings(dataset, tmp_path):
         train.train(config, verbose=0)
     with pytest.raises(ValueError, match="alpha"):
         train.train(_config(data, tmp_path / "run", epochs=1, alpha=1.0), resume=True)
+
+
+def test_a_run_another_process_trains_is_refused_and_untouched(dataset, tmp_path):
+    data, _ = dataset
+    config = _config(data, tmp_path / "run", epochs=1)
+    with rundir.claim(config.output):  # As a `genni train` still running.
+        with pytest.raises(train.RunBusyError, match="another process"):
+            train.train(config, verbose=0)
+        assert cli.main(["train", "--data", data, "--output", config.output]) == 2
+    assert os.listdir(config.output) == [rundir.LOCK_FILE]
+    train.train(config, verbose=0)  # Free again.
+    assert os.path.exists(os.path.join(config.output, train.METRICS_FILE))
 
 
 def test_a_setting_added_later_resumes_when_off(dataset, tmp_path):
