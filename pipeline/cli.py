@@ -326,7 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
         "main and efficiency tables, alpha / beta / k sweeps, BPR with 1..8 "
         "negatives, valid NDCG@10 vs time, self-adjusted alpha, a case study, and "
         "each claim marked reproduced or not. Finished runs are never retrained; "
-        "an interrupted grid resumes.",
+        "an interrupted grid resumes; report processes sharing one --runs-dir "
+        "(each with its own --output) each take the next run no other one is "
+        "training.",
     )
     p.add_argument("--data", required=True, help="Output of `genni preprocess`.")
     p.add_argument("--output", required=True, help="Report directory.")

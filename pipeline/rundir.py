@@ -63,8 +63,9 @@ def claim(output: str) -> Iterator[None]:
 
 
 def write_json(path: str, value: object) -> None:
-    """Write JSON atomically (a killed run never leaves half a file)."""
-    tmp = f"{path}.tmp"
+    """Write JSON atomically (a killed run never leaves half a file, and
+    processes writing the same file never share a temporary one)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         json.dump(value, f, indent=2, sort_keys=True)
         f.write("\n")
