@@ -164,41 +164,27 @@ def test_grid_trains_only_what_is_missing(tmp_path, monkeypatch):
     assert calls == []
 
 
-def test_grid_skips_a_run_another_process_finished_meanwhile(tmp_path, monkeypatch):
+def test_grid_leaves_the_runs_other_processes_train_or_finished(tmp_path, monkeypatch):
     runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
     names = list(runs)
-    finish({d: runs[d] for d in names[:-2]}, value_of)
-    calls = []
-
-    def fake_train(config, resume=False, verbose=1):
-        calls.append(config.output)
-        # While this run trains, a second process finishes the last one.
-        finish({d: runs[d] for d in names[-2:]}, value_of)
-
-    monkeypatch.setattr(train, "train", fake_train)
-    results = report.run_grid(runs, verbose=0)
-    assert calls == [names[-2]]
-    assert set(results) == set(names)
-
-
-def test_grids_sharing_runs_skip_the_one_another_is_training(tmp_path, monkeypatch):
-    runs = report.plan("DATA", str(tmp_path / "runs"), GRID)
-    names = list(runs)
-    finish({d: runs[d] for d in names[:-2]}, value_of)
+    finish({d: runs[d] for d in names[:-3]}, value_of)
+    busy, mine, theirs = names[-3:]
     calls = []
 
     def claiming_train(config, resume=False, verbose=1):
         with rundir.claim(config.output):  # As `train.train` does.
             calls.append(config.output)
             finish({config.output: {"config": config}}, value_of)
+            if config.output == mine:  # Meanwhile a second process finishes one.
+                finish({theirs: runs[theirs]}, value_of)
 
     monkeypatch.setattr(train, "train", claiming_train)
-    with rundir.claim(names[-2]):  # A second grid is training this one.
+    with rundir.claim(busy):  # A second grid is training this one.
         results = report.run_grid(runs, verbose=0)
-    assert calls == [names[-1]]
-    assert set(results) == set(names) - {names[-2]}
+    assert calls == [mine]
+    assert set(results) == set(names) - {busy}
     assert set(report.run_grid(runs, verbose=0)) == set(names)  # Free again.
-    assert calls == [names[-1], names[-2]]
+    assert calls == [mine, busy]
 
 
 def test_the_claims_runs_train_first_and_decide_every_claim(tmp_path, monkeypatch):
