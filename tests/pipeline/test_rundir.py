@@ -10,7 +10,7 @@ from pipeline import rundir
 
 HOLDER = """
 import fcntl, os, sys, time
-f = open(os.path.join(sys.argv[1], "train.lock"), "a+")
+f = open(sys.argv[1], "a+")
 fcntl.flock(f, fcntl.LOCK_EX)
 f.truncate(0); f.write(str(os.getpid())); f.flush()
 print("held", flush=True)
@@ -34,7 +34,9 @@ def test_another_process_holds_the_run_until_it_dies(tmp_path):
     output = tmp_path / "run"
     os.makedirs(output)
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(output)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLDER, str(output / rundir.LOCK_FILE)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"
