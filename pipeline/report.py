@@ -603,7 +603,7 @@ def run_grid(
     return done
 
 
-def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
+def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -> dict:
     """The negatives GenNi would draw for a few users as training goes on.
 
     Trains a GenNi model (the grid's main configuration, seed 0) epoch by
@@ -637,7 +637,11 @@ def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
     )
     cached = data.records(config.data, schema.TRAIN).cache()
     points = []
-    for epoch in range(max(grid.case_epochs)):
+    epochs = max(grid.case_epochs)
+    if verbose:
+        print(f"Case study: training GenNi for {epochs} epochs, {path}")
+        progress = tf.keras.utils.Progbar(epochs, unit_name="epoch")
+    for epoch in range(epochs):
         model.fit(
             data.train_dataset(
                 cached,
@@ -650,6 +654,8 @@ def case_study(config: TrainConfig, grid: Grid, output: str) -> dict:
             epochs=1,
             verbose=0,
         )
+        if verbose:
+            progress.update(epoch + 1)
         if epoch + 1 not in grid.case_epochs:
             continue
         scores = model(valid[schema.INPUT_IDS]).numpy()  # (U, V + 1)
@@ -1459,7 +1465,9 @@ def report(
         if any(use[:3] == ("main", "genni", grid.seeds[0]) for use in e["uses"])
     )
     if grid.case_epochs and not report_only:
-        case = case_study(dataclasses.replace(main_genni, output=""), grid, output)
+        case = case_study(
+            dataclasses.replace(main_genni, output=""), grid, output, verbose
+        )
     if archive is not None:
         archive_runs(results, archive, prefix, kept)
     text = render(output, runs, results, case, dataset, commands or [], speed)

@@ -548,13 +548,14 @@ def test_the_alpha_claim_waits_without_a_clear_peak(finished, verdict):
     assert judged[report.CLAIMS[1]] is verdict
 
 
-def test_case_study_on_tiny_data(tmp_path):
+def test_case_study_on_tiny_data(tmp_path, capsys):
     data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=2, max_len=6)
     config = train.TrainConfig(
         data=data, output="", hidden_size=8, num_layers=1, batch_size=32
     )
     grid = dataclasses.replace(GRID, case_epochs=(1, 2), case_users=2)
-    case = report.case_study(config, grid, str(tmp_path))
+    case = report.case_study(config, grid, str(tmp_path), verbose=1)
+    assert "Case study: training GenNi for 2 epochs" in capsys.readouterr().out
     assert [p["epoch"] for p in case["points"]] == [1, 2]
     for point in case["points"]:
         assert len(point["users"]) == 2
