@@ -1362,12 +1362,18 @@ def render(
         except NotRun as e:
             lines.append(f"Not run yet ({e}).")
         lines.append("")
+    lines += [
+        "## Case study: GenNi's most likely negatives as training goes on",
+        "",
+    ]
     if case:
+        lines += _case_lines(case)
+    else:
         lines += [
-            "## Case study: GenNi's most likely negatives as training goes on",
+            "Not run yet: it trains after the grid "
+            "(`genni report` without `--report-only`).",
             "",
         ]
-        lines += _case_lines(case)
     verdicts = claims(table)
     lines += [
         "## The paper's claims",

@@ -465,6 +465,7 @@ def test_report_renders_a_partial_grid(tmp_path):
     assert "| 2.5 | 8.25 ± 0.35 | not run yet | - |" in text
     assert "| 0 | not run yet | not run yet | - |" in text
     assert os.path.exists(tmp_path / "r" / "self_adjust.png")
+    assert "Not run yet: it trains after the grid" in text  # The case study.
     verdicts = json.loads((tmp_path / "r" / report.RESULTS_FILE).read_text())["claims"]
     assert verdicts[0]["reproduced"] is True
     assert [v["reproduced"] for v in verdicts[1:]] == [None] * 4
