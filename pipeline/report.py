@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -36,6 +37,8 @@ from pipeline.configs import TrainConfig
 REPORT_FILE = "report.md"
 RESULTS_FILE = "results.json"
 CASE_STUDY_FILE = "case_study.json"
+# The case study's checkpoint and points so far, removed once it is written.
+CASE_STUDY_CHECKPOINT = "case_study_checkpoint"
 SPEED_FILE = "speed.json"
 # Timed side by side; growing beta costs what its current beta costs.
 TIMED = ("uniform", "genni beta 0.1", "genni beta 1")
@@ -612,7 +615,6 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
     GenNi's Q(i | h_t) = softmax(alpha * h_t . e_i) over items but the target,
     with their scores, beside the target's own score and rank.
     """
-    import numpy as np
     import tensorflow as tf
 
     from pipeline import data, train
@@ -623,6 +625,20 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
     info = schema.DatasetInfo.load(config.data)
     tf.keras.utils.set_random_seed(config.seed)
     model = train.build_model(config, info, None)
+    # Checkpointed every epoch: a killed report picks the case study up again.
+    checkpoint_dir = os.path.join(output, CASE_STUDY_CHECKPOINT)
+    state_path = os.path.join(checkpoint_dir, "state.json")
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=model, optimizer=model.optimizer),
+        checkpoint_dir,
+        max_to_keep=2,  # The state file may still name the one before the last.
+    )
+    state = {"epoch": 0, "points": []}
+    if os.path.exists(state_path) and manager.latest_checkpoint:
+        state = rundir.read_json(state_path)
+        manager.checkpoint.restore(
+            state["checkpoint"]
+        ).assert_existing_objects_matched()
     with open(os.path.join(config.data, schema.ITEMS_FILE)) as f:
         items = [""] + [line.rstrip("\n") for line in f]
     valid = next(
@@ -636,12 +652,15 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
         )
     )
     cached = data.records(config.data, schema.TRAIN).cache()
-    points = []
+    points = state["points"]
     epochs = max(grid.case_epochs)
     if verbose:
-        print(f"Case study: training GenNi for {epochs} epochs, {path}")
-        progress = tf.keras.utils.Progbar(epochs, unit_name="epoch")
-    for epoch in range(epochs):
+        resumed = f", resumed at epoch {state['epoch']}" if state["epoch"] else ""
+        print(f"Case study: training GenNi for {epochs} epochs{resumed}, {path}")
+    progress = tf.keras.utils.Progbar(epochs, verbose=verbose, unit_name="epoch")
+    if state["epoch"]:
+        progress.update(state["epoch"])
+    for epoch in range(state["epoch"], epochs):
         model.fit(
             data.train_dataset(
                 cached,
@@ -654,40 +673,50 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
             epochs=1,
             verbose=0,
         )
-        if verbose:
-            progress.update(epoch + 1)
-        if epoch + 1 not in grid.case_epochs:
-            continue
-        scores = model(valid[schema.INPUT_IDS]).numpy()  # (U, V + 1)
-        users = []
-        for row, target in enumerate(valid[schema.TARGET].numpy()):
-            s = scores[row].astype(np.float64)
-            logits = config.alpha * s
-            logits[0] = -np.inf
-            logits[target] = -np.inf
-            q = np.exp(logits - logits[np.isfinite(logits)].max())
-            q /= q.sum()
-            top = np.argsort(-q)[:5]
-            users.append(
-                {
-                    "user": int(valid[schema.USER_ID].numpy()[row]),
-                    "target": items[target],
-                    "target_score": float(s[target]),
-                    "target_rank": int((s[1:] > s[target]).sum()) + 1,
-                    "negatives": [
-                        {
-                            "item": items[i],
-                            "score": float(s[i]),
-                            "probability": float(q[i]),
-                        }
-                        for i in top
-                    ],
-                }
+        progress.update(epoch + 1)
+        if epoch + 1 in grid.case_epochs:
+            points.append(
+                {"epoch": epoch + 1, "users": _case_users(model, valid, items, config)}
             )
-        points.append({"epoch": epoch + 1, "users": users})
+        state = {"epoch": epoch + 1, "points": points, "checkpoint": manager.save()}
+        rundir.write_json(state_path, state)
     result = {"alpha": config.alpha, "points": points}
     rundir.write_json(path, result)
+    shutil.rmtree(checkpoint_dir)
     return result
+
+
+def _case_users(model, valid: dict, items: list[str], config: TrainConfig) -> list:
+    """GenNi's top negatives for each of the `valid` users, with the target."""
+    import numpy as np
+
+    scores = model(valid[schema.INPUT_IDS]).numpy()  # (U, V + 1)
+    users = []
+    for row, target in enumerate(valid[schema.TARGET].numpy()):
+        s = scores[row].astype(np.float64)
+        logits = config.alpha * s
+        logits[0] = -np.inf
+        logits[target] = -np.inf
+        q = np.exp(logits - logits[np.isfinite(logits)].max())
+        q /= q.sum()
+        top = np.argsort(-q)[:5]
+        users.append(
+            {
+                "user": int(valid[schema.USER_ID].numpy()[row]),
+                "target": items[target],
+                "target_score": float(s[target]),
+                "target_rank": int((s[1:] > s[target]).sum()) + 1,
+                "negatives": [
+                    {
+                        "item": items[i],
+                        "score": float(s[i]),
+                        "probability": float(q[i]),
+                    }
+                    for i in top
+                ],
+            }
+        )
+    return users
 
 
 # ----------------------------------------------------------------- rendering

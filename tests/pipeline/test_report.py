@@ -567,6 +567,41 @@ def test_case_study_on_tiny_data(tmp_path, capsys):
     assert os.path.exists(tmp_path / report.CASE_STUDY_FILE)
 
 
+def test_a_killed_case_study_resumes_from_its_checkpoint(tmp_path, monkeypatch, capsys):
+    data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=2, max_len=6)
+    config = train.TrainConfig(
+        data=data, output="", hidden_size=8, num_layers=1, batch_size=32
+    )
+    grid = dataclasses.replace(GRID, case_epochs=(1, 3), case_users=2)
+    from pipeline import data as data_module
+
+    train_dataset = data_module.train_dataset
+    epochs_trained = []
+
+    def killed_in_epoch_2(cached, max_len, batch_size, seed, epoch, pack):
+        if epoch == 1:
+            raise KeyboardInterrupt
+        epochs_trained.append(epoch)
+        return train_dataset(cached, max_len, batch_size, seed, epoch, pack=pack)
+
+    monkeypatch.setattr(data_module, "train_dataset", killed_in_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        report.case_study(config, grid, str(tmp_path))
+    assert not os.path.exists(tmp_path / report.CASE_STUDY_FILE)
+    monkeypatch.setattr(
+        data_module,
+        "train_dataset",
+        lambda *args, pack: (
+            epochs_trained.append(args[4]) or train_dataset(*args, pack=pack)
+        ),
+    )
+    case = report.case_study(config, grid, str(tmp_path), verbose=1)
+    assert "resumed at epoch 1" in capsys.readouterr().out
+    assert epochs_trained == [0, 1, 2]  # Epoch 1 (the first) was not trained again.
+    assert [p["epoch"] for p in case["points"]] == [1, 3]
+    assert not os.path.exists(tmp_path / report.CASE_STUDY_CHECKPOINT)
+
+
 def test_speed_is_timed_side_by_side_once_per_report(tmp_path, monkeypatch):
     data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=3, max_len=6)
     grid = dataclasses.replace(GRID, speed_rounds=2, speed_steps=1)
