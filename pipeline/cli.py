@@ -349,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--report-only",
         action="store_true",
-        help="Train nothing: render from the runs that have finished.",
+        help="Train nothing: render from the runs that have finished (the "
+        "case study, which trains after the grid, waits for a run without it).",
     )
     p.add_argument(
         "--pack",
