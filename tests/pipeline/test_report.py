@@ -577,24 +577,19 @@ def test_a_killed_case_study_resumes_from_its_checkpoint(tmp_path, monkeypatch, 
 
     train_dataset = data_module.train_dataset
     epochs_trained = []
+    kill_at = [1]  # The epoch whose dataset is never built: a kill in epoch 2.
 
-    def killed_in_epoch_2(cached, max_len, batch_size, seed, epoch, pack):
-        if epoch == 1:
+    def recorded(cached, max_len, batch_size, seed, epoch, pack):
+        if epoch in kill_at:
             raise KeyboardInterrupt
         epochs_trained.append(epoch)
         return train_dataset(cached, max_len, batch_size, seed, epoch, pack=pack)
 
-    monkeypatch.setattr(data_module, "train_dataset", killed_in_epoch_2)
+    monkeypatch.setattr(data_module, "train_dataset", recorded)
     with pytest.raises(KeyboardInterrupt):
         report.case_study(config, grid, str(tmp_path))
     assert not os.path.exists(tmp_path / report.CASE_STUDY_FILE)
-    monkeypatch.setattr(
-        data_module,
-        "train_dataset",
-        lambda *args, pack: (
-            epochs_trained.append(args[4]) or train_dataset(*args, pack=pack)
-        ),
-    )
+    kill_at.clear()
     case = report.case_study(config, grid, str(tmp_path), verbose=1)
     assert "resumed at epoch 1" in capsys.readouterr().out
     assert epochs_trained == [0, 1, 2]  # Epoch 1 (the first) was not trained again.
