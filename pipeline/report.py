@@ -639,8 +639,11 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
         manager.checkpoint.restore(
             state["checkpoint"]
         ).assert_existing_objects_matched()
-    with open(os.path.join(config.data, schema.ITEMS_FILE)) as f:
-        items = [""] + [line.rstrip("\n") for line in f]
+    # Raw ids, as in the logs: line n of each file is id n (0 is padding).
+    items, users = (
+        ["", *_lines(os.path.join(config.data, name))]
+        for name in (schema.ITEMS_FILE, schema.USERS_FILE)
+    )
     valid = next(
         iter(
             data.batches(
@@ -676,7 +679,10 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
         progress.update(epoch + 1)
         if epoch + 1 in grid.case_epochs:
             points.append(
-                {"epoch": epoch + 1, "users": _case_users(model, valid, items, config)}
+                {
+                    "epoch": epoch + 1,
+                    "users": _case_users(model, valid, items, users, config),
+                }
             )
         state = {"epoch": epoch + 1, "points": points, "checkpoint": manager.save()}
         rundir.write_json(state_path, state)
@@ -686,12 +692,19 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
     return result
 
 
-def _case_users(model, valid: dict, items: list[str], config: TrainConfig) -> list:
+def _lines(path: str) -> list[str]:
+    with open(path) as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def _case_users(
+    model, valid: dict, items: list[str], users: list[str], config: TrainConfig
+) -> list:
     """GenNi's top negatives for each of the `valid` users, with the target."""
     import numpy as np
 
     scores = model(valid[schema.INPUT_IDS]).numpy()  # (U, V + 1)
-    users = []
+    found = []
     for row, target in enumerate(valid[schema.TARGET].numpy()):
         s = scores[row].astype(np.float64)
         logits = config.alpha * s
@@ -700,9 +713,9 @@ def _case_users(model, valid: dict, items: list[str], config: TrainConfig) -> li
         q = np.exp(logits - logits[np.isfinite(logits)].max())
         q /= q.sum()
         top = np.argsort(-q)[:5]
-        users.append(
+        found.append(
             {
-                "user": int(valid[schema.USER_ID].numpy()[row]),
+                "user": users[valid[schema.USER_ID].numpy()[row]],
                 "target": items[target],
                 "target_score": float(s[target]),
                 "target_rank": int((s[1:] > s[target]).sum()) + 1,
@@ -716,7 +729,7 @@ def _case_users(model, valid: dict, items: list[str], config: TrainConfig) -> li
                 ],
             }
         )
-    return users
+    return found
 
 
 # ----------------------------------------------------------------- rendering

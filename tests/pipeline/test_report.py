@@ -557,6 +557,8 @@ def test_case_study_on_tiny_data(tmp_path, capsys):
     grid = dataclasses.replace(GRID, case_epochs=(1, 2), case_users=2)
     case = report.case_study(config, grid, str(tmp_path), verbose=1)
     assert "Case study: training GenNi for 2 epochs" in capsys.readouterr().out
+    lines = (tmp_path / "data" / "sequences.tsv").read_text().splitlines()
+    sequences = {u: items.split() for u, items in (x.split("\t") for x in lines)}
     assert [p["epoch"] for p in case["points"]] == [1, 2]
     for point in case["points"]:
         assert len(point["users"]) == 2
@@ -564,6 +566,8 @@ def test_case_study_on_tiny_data(tmp_path, capsys):
             probabilities = [n["probability"] for n in user["negatives"]]
             assert probabilities == sorted(probabilities, reverse=True)
             assert user["target"] not in [n["item"] for n in user["negatives"]]
+            # Raw ids, as in the log: the user's second-to-last item is the target.
+            assert sequences[user["user"]][-2] == user["target"]
     assert os.path.exists(tmp_path / report.CASE_STUDY_FILE)
 
 
