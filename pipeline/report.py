@@ -686,7 +686,11 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
             )
         state = {"epoch": epoch + 1, "points": points, "checkpoint": manager.save()}
         rundir.write_json(state_path, state)
-    result = {"alpha": config.alpha, "points": points}
+    result = {
+        "alpha": config.alpha,
+        "exclude_seen": config.exclude_seen,
+        "points": points,
+    }
     rundir.write_json(path, result)
     shutil.rmtree(checkpoint_dir)
     return result
@@ -709,6 +713,8 @@ def _case_users(
         s = scores[row].astype(np.float64)
         logits = config.alpha * s
         logits[0] = -np.inf
+        if config.exclude_seen:  # As the sampler: never the user's own items.
+            logits[valid[schema.HISTORY][row].numpy()] = -np.inf
         logits[target] = -np.inf
         q = np.exp(logits - logits[np.isfinite(logits)].max())
         q /= q.sum()
@@ -1317,8 +1323,14 @@ def _self_adjust_section(table: dict, paper: dict, output: str) -> list[str]:
 def _case_lines(case: dict) -> list[str]:
     lines = [
         "Items with the highest probability under Q(i | h_t) = "
-        f"softmax({case['alpha']:g} * h_t . e_i) (target excluded) for the first "
-        "validation users.",
+        f"softmax({case['alpha']:g} * h_t . e_i) for the first validation users: "
+        "the items GenNi draws as negatives, all but the target"
+        + (
+            " and the user's earlier items (`--exclude-seen`)."
+            if case.get("exclude_seen")
+            else " (the user's earlier items included, as in training; "
+            "evaluation masks them)."
+        ),
         "",
     ]
     for point in case["points"]:

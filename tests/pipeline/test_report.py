@@ -574,7 +574,12 @@ def test_case_study_on_tiny_data(tmp_path, capsys):
 def test_a_killed_case_study_resumes_from_its_checkpoint(tmp_path, monkeypatch, capsys):
     data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=2, max_len=6)
     config = train.TrainConfig(
-        data=data, output="", hidden_size=8, num_layers=1, batch_size=32
+        data=data,
+        output="",
+        hidden_size=8,
+        num_layers=1,
+        batch_size=32,
+        exclude_seen=True,
     )
     grid = dataclasses.replace(GRID, case_epochs=(1, 3), case_users=2)
     from pipeline import data as data_module
@@ -599,6 +604,16 @@ def test_a_killed_case_study_resumes_from_its_checkpoint(tmp_path, monkeypatch, 
     assert epochs_trained == [0, 1, 2]  # Epoch 1 (the first) was not trained again.
     assert [p["epoch"] for p in case["points"]] == [1, 3]
     assert not os.path.exists(tmp_path / report.CASE_STUDY_CHECKPOINT)
+    # With --exclude-seen the sampler never draws the user's own items: nor does Q.
+    lines = (tmp_path / "data" / "sequences.tsv").read_text().splitlines()
+    sequences = {u: items.split() for u, items in (x.split("\t") for x in lines)}
+    for point in case["points"]:
+        for user in point["users"]:
+            seen = sequences[user["user"]][:-2]
+            assert not set(seen) & {n["item"] for n in user["negatives"]}
+    assert "and the user's earlier items (`--exclude-seen`)" in "\n".join(
+        report._case_lines(case)
+    )
 
 
 def test_speed_is_timed_side_by_side_once_per_report(tmp_path, monkeypatch):
