@@ -612,7 +612,8 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
     Trains a GenNi model (the grid's main configuration, seed 0) epoch by
     epoch; at each of `grid.case_epochs` it takes the first users of the
     validation split and lists the items with the highest probability under
-    GenNi's Q(i | h_t) = softmax(alpha * h_t . e_i) over items but the target,
+    GenNi's Q(i | h_t) = softmax(alpha * h_t . e_i) over items but the target
+    (and the user's earlier items when the run excludes them, `exclude_seen`),
     with their scores, beside the target's own score and rank.
     """
     import tensorflow as tf
