@@ -626,17 +626,18 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
     info = schema.DatasetInfo.load(config.data)
     tf.keras.utils.set_random_seed(config.seed)
     model = train.build_model(config, info, None)
-    # Checkpointed every epoch: a killed report picks the case study up again.
+    # A run directory of its own, checkpointed every epoch: a killed report
+    # picks the case study up again (with the same settings only).
     checkpoint_dir = os.path.join(output, CASE_STUDY_CHECKPOINT)
-    state_path = os.path.join(checkpoint_dir, "state.json")
+    state = rundir.prepare(
+        checkpoint_dir, config.to_dict(), True, {"epoch": 0, "points": []}
+    )
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=model, optimizer=model.optimizer),
         checkpoint_dir,
         max_to_keep=2,  # The state file may still name the one before the last.
     )
-    state = {"epoch": 0, "points": []}
-    if os.path.exists(state_path) and manager.latest_checkpoint:
-        state = rundir.read_json(state_path)
+    if state["epoch"]:
         manager.checkpoint.restore(
             state["checkpoint"]
         ).assert_existing_objects_matched()
@@ -686,7 +687,7 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
                 }
             )
         state = {"epoch": epoch + 1, "points": points, "checkpoint": manager.save()}
-        rundir.write_json(state_path, state)
+        rundir.write_json(os.path.join(checkpoint_dir, rundir.STATE_FILE), state)
     result = {
         "alpha": config.alpha,
         "exclude_seen": config.exclude_seen,

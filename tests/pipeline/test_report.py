@@ -549,6 +549,12 @@ def test_the_alpha_claim_waits_without_a_clear_peak(finished, verdict):
     assert judged[report.CLAIMS[1]] is verdict
 
 
+def _sequences(data) -> dict[str, list[str]]:
+    """Raw user id -> raw item ids, from `sequences.tsv` of a preprocessed dir."""
+    lines = (data / "sequences.tsv").read_text().splitlines()
+    return {u: items.split() for u, items in (x.split("\t") for x in lines)}
+
+
 def test_case_study_on_tiny_data(tmp_path, capsys):
     data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=2, max_len=6)
     config = train.TrainConfig(
@@ -557,8 +563,7 @@ def test_case_study_on_tiny_data(tmp_path, capsys):
     grid = dataclasses.replace(GRID, case_epochs=(1, 2), case_users=2)
     case = report.case_study(config, grid, str(tmp_path), verbose=1)
     assert "Case study: training GenNi for 2 epochs" in capsys.readouterr().out
-    lines = (tmp_path / "data" / "sequences.tsv").read_text().splitlines()
-    sequences = {u: items.split() for u, items in (x.split("\t") for x in lines)}
+    sequences = _sequences(tmp_path / "data")
     assert [p["epoch"] for p in case["points"]] == [1, 2]
     for point in case["points"]:
         assert len(point["users"]) == 2
@@ -605,8 +610,7 @@ def test_a_killed_case_study_resumes_from_its_checkpoint(tmp_path, monkeypatch, 
     assert [p["epoch"] for p in case["points"]] == [1, 3]
     assert not os.path.exists(tmp_path / report.CASE_STUDY_CHECKPOINT)
     # With --exclude-seen the sampler never draws the user's own items: nor does Q.
-    lines = (tmp_path / "data" / "sequences.tsv").read_text().splitlines()
-    sequences = {u: items.split() for u, items in (x.split("\t") for x in lines)}
+    sequences = _sequences(tmp_path / "data")
     for point in case["points"]:
         for user in point["users"]:
             seen = sequences[user["user"]][:-2]
