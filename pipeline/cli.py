@@ -51,6 +51,17 @@ def format_stats(stats: dict) -> str:
             "/".join(f"{stats['examples'][s]:,}" for s in schema.SPLITS),
         ),
     ]
+    repeats = stats.get("repeats")
+    if repeats:
+        rows.append(
+            (
+                "repeated items",
+                f"{100 * repeats['event_share']:.1f}% of events; targets that "
+                f"repeat an earlier item: valid {repeats['valid_targets']:,} "
+                f"({100 * repeats['valid_share']:.1f}%), test "
+                f"{repeats['test_targets']:,} ({100 * repeats['test_share']:.1f}%)",
+            )
+        )
     attributes = stats.get("item_attributes")
     if attributes:
         rows.append(

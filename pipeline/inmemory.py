@@ -153,6 +153,7 @@ def run(config: PreprocessConfig) -> dict:
                 "events": sum(len(v) for v in user_items.values()),
             },
             examples=examples,
+            repeats=examples,
             item_attributes=attribute_stats,
         )
         outputs.write_json(os.path.join(staging, schema.STATS_FILE), stats)
@@ -184,6 +185,7 @@ def write_examples(
     try:
         for user_id, user in enumerate(users, start=1):
             ids = [item_ids[i] for i in user_items[user]]
+            counts.update(sequences.prefixed_repeat_counts(ids))
             for split, features in sequences.split_examples(ids, max_len).items():
                 writers[split].write(sequences.encode_example(user_id, features))
                 counts[split] += 1

@@ -419,6 +419,7 @@ class EncodeExamplesFn(beam.DoFn):
         for user, raw_items in sequences.unpack_users(batch):
             ids = [item_ids[i] for i in raw_items]
             self._counts["events"] += len(ids)
+            self._counts.update(sequences.prefixed_repeat_counts(ids))
             for split, features in sequences.split_examples(ids, self._max_len).items():
                 self._counts[f"examples_{split}"] += 1
                 yield pvalue.TaggedOutput(
@@ -485,6 +486,7 @@ def _stats_json(
             "events": summed["events"],
         },
         examples={s: summed[f"examples_{s}"] for s in schema.SPLITS},
+        repeats=summed,
         item_attributes=extra.get("item_attributes"),
     )
     outputs.write_json(path, stats)

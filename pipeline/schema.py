@@ -13,7 +13,7 @@ Every split holds one `tf.train.Example` per user:
 | `target_ids` | int64 | [max_len] | next item at each input position (0: pad)   |
 | `target`     | int64 | []        | the item to predict after the last input    |
 | `history`    | int64 | [None]    | the whole input, untruncated (masks seen)   |
-| `user_items` | int64 | [None]    | every item of the user, sorted (train only) |
+| `user_items` | int64 | [None]    | items of the training prefix, sorted (train)|
 
 Item ids run 1..num_items (line i of `items.txt` holds item i); 0 is padding.
 """
@@ -53,7 +53,9 @@ ITEM_ATTRIBUTES_FILE = "item_attributes.json"
 DEAD_LETTER_DIR = "dead_letter"
 DEAD_LETTER_PREFIX = "dead_letter"
 
-SCHEMA_VERSION = 1
+# 2: `user_items` holds the training prefix only (1: the whole sequence, with
+# the held-out valid and test targets); `stats.json` has `repeats`.
+SCHEMA_VERSION = 2
 
 
 def split_pattern(data_dir: str, split: str) -> str:
@@ -88,6 +90,7 @@ class DatasetInfo:
     num_items: int
     max_len: int
     num_train_examples: int | None = None
+    schema_version: int = SCHEMA_VERSION
 
     @property
     def vocab_size(self) -> int:
@@ -109,4 +112,5 @@ class DatasetInfo:
             num_items=int(stats["items"]),
             max_len=int(stats["max_len"]),
             num_train_examples=stats.get("examples", {}).get(TRAIN),
+            schema_version=int(stats.get("schema_version", 1)),
         )

@@ -86,6 +86,11 @@ def split_examples(item_ids: Sequence[int], max_len: int) -> dict[str, dict]:
     For s_1..s_n: test predicts s_n from s_1..s_{n-1}, valid predicts s_{n-1}
     from s_1..s_{n-2}, and train uses s_1..s_{n-3} with every position t
     predicting s_{t+1}. A split whose input would be empty is left out.
+
+    The train example's `user_items` (what `--exclude-seen` keeps the sampler
+    off) are the items of the training prefix s_1..s_{n-2} only: the valid and
+    test targets are held out, and a list holding them would tell training
+    which items those are.
     """
     n = len(item_ids)
     examples = {}
@@ -100,9 +105,71 @@ def split_examples(item_ids: Sequence[int], max_len: int) -> dict[str, dict]:
             schema.HISTORY: list(inputs),
         }
         if split == schema.TRAIN:
-            features[schema.USER_ITEMS] = sorted(set(item_ids))
+            features[schema.USER_ITEMS] = sorted(set(item_ids[:cut]))
         examples[split] = features
     return examples
+
+
+def repeat_counts(item_ids: Sequence[object]) -> collections.Counter:
+    """How often one user's sequence repeats itself, for `stats.json`.
+
+    Counts `events`, `repeat_events` (an item the user had before), and for
+    the valid (s_{n-1}) and test (s_n) targets, when the split has an example,
+    `{split}_targets` and `{split}_repeat_targets` (the target is one of the
+    items before it). Under the paper's protocol a repeated target can never
+    be found: the items of the input history are not ranked.
+    """
+    counts: collections.Counter = collections.Counter()
+    seen: set = set()
+    repeats = []
+    for item in item_ids:
+        repeats.append(item in seen)
+        seen.add(item)
+    n = len(item_ids)
+    counts["events"] = n
+    counts["repeat_events"] = sum(repeats)
+    for split, position in ((schema.VALID, n - 2), (schema.TEST, n - 1)):
+        if position >= 1:  # As `split_examples`: the split has an input.
+            counts[f"{split}_targets"] = 1
+            counts[f"{split}_repeat_targets"] = int(repeats[position])
+    return counts
+
+
+# Counters of `repeat_counts` travel beside others under this prefix.
+REPEAT_PREFIX = "repeat_"
+
+
+def prefixed_repeat_counts(item_ids: Sequence[object]) -> dict[str, int]:
+    """`repeat_counts` under `REPEAT_PREFIX`, to sum with other counters."""
+    return {REPEAT_PREFIX + k: v for k, v in repeat_counts(item_ids).items()}
+
+
+def repeat_stats(counts: Mapping[str, int]) -> dict:
+    """`stats.json`'s `repeats` from summed counters (`prefixed_repeat_counts`)."""
+    counts = {
+        k.removeprefix(REPEAT_PREFIX): v
+        for k, v in counts.items()
+        if k.startswith(REPEAT_PREFIX)
+    }
+
+    def share(part: int, whole: int) -> float:
+        return round(part / whole, 6) if whole else 0.0
+
+    stats = {
+        "events": int(counts.get("repeat_events", 0)),
+        "event_share": share(counts.get("repeat_events", 0), counts.get("events", 0)),
+    }
+    for split in (schema.VALID, schema.TEST):
+        repeats = int(counts.get(f"{split}_repeat_targets", 0))
+        stats[f"{split}_targets"] = repeats
+        stats[f"{split}_share"] = share(repeats, counts.get(f"{split}_targets", 0))
+    return stats
+
+
+def repeat_target_share(stats: Mapping) -> float:
+    """The larger of the valid and test shares of repeated targets (0 if unknown)."""
+    repeats = stats.get("repeats") or {}
+    return max(repeats.get(f"{s}_share", 0.0) for s in (schema.VALID, schema.TEST))
 
 
 def encode_example(user_id: int, features: Mapping[str, object]) -> bytes:
@@ -137,14 +204,19 @@ def assemble_stats(
     kcore: Mapping[str, int],
     final: Mapping[str, int],
     examples: Mapping[str, int],
+    repeats: Mapping[str, int],
     item_attributes: Mapping[str, int] | None = None,
 ) -> dict:
-    """`stats.json`, with the same keys from every implementation."""
+    """`stats.json`, with the same keys from every implementation.
+
+    `repeats`: `prefixed_repeat_counts` summed over the users.
+    """
     stats = dict(config)
     stats.update({k: int(counters.get(k, 0)) for k in COUNTERS})
     stats["kcore"] = {k: int(kcore.get(k, 0)) for k in KCORE_KEYS}
     stats.update(dataset_stats(final["users"], final["items"], final["events"]))
     stats["examples"] = {s: int(examples.get(s, 0)) for s in schema.SPLITS}
+    stats["repeats"] = repeat_stats(repeats)
     if item_attributes is not None:
         stats["item_attributes"] = dict(item_attributes)
     stats["schema_version"] = schema.SCHEMA_VERSION

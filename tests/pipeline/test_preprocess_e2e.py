@@ -97,6 +97,16 @@ def test_stats_and_dead_letter(synthetic_run):
     assert stats["users"] == len(read_lines(os.path.join(beam_out, schema.USERS_FILE)))
     assert stats["items"] == len(read_lines(os.path.join(beam_out, schema.ITEMS_FILE)))
     assert stats["examples"][schema.TEST] == stats["users"]
+    # The repeats of the final sequences, counted from sequences.tsv.
+    users = [
+        line.split("\t")[1].split()
+        for line in read_lines(os.path.join(beam_out, schema.SEQUENCES_FILE))
+    ]
+    test_repeats = sum(seq[-1] in seq[:-1] for seq in users)
+    event_repeats = sum(seq[i] in seq[:i] for seq in users for i in range(len(seq)))
+    assert stats["repeats"]["test_targets"] == test_repeats
+    assert stats["repeats"]["events"] == event_repeats
+    assert stats["repeats"]["event_share"] == round(event_repeats / stats["events"], 6)
     dead = [
         json.loads(line)
         for path in glob.glob(os.path.join(beam_out, schema.DEAD_LETTER_DIR, "*"))

@@ -1,3 +1,5 @@
+import collections
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -42,7 +44,9 @@ def test_split_examples_leave_one_out():
     assert train[schema.INPUT_IDS] == [11, 12, 13]
     assert train[schema.TARGET_IDS] == [12, 13, 14]
     assert train[schema.TARGET] == 14
-    assert train[schema.USER_ITEMS] == [11, 12, 13, 14, 15, 16]
+    # The sampler's exclusions: the training prefix s1..s4, never the held-out
+    # valid (s5) and test (s6) targets.
+    assert train[schema.USER_ITEMS] == [11, 12, 13, 14]
     # Valid: inputs s1..s4 (last 3 kept) predict s5; the history is untruncated.
     assert valid[schema.INPUT_IDS] == [12, 13, 14]
     assert valid[schema.TARGET] == 15
@@ -62,6 +66,42 @@ def test_split_examples_short_sequences_skip_empty_splits():
     padded = sequences.split_examples([1, 2, 3, 4], 5)[schema.TRAIN]
     assert padded[schema.INPUT_IDS] == [0, 0, 0, 0, 1]
     assert padded[schema.TARGET_IDS] == [0, 0, 0, 0, 2]
+
+
+def test_user_items_leave_out_held_out_items_even_when_they_repeat():
+    # s = a b c b a: valid target b and test target a repeat earlier items, so
+    # they are in the prefix anyway; a new item held out never is.
+    train = sequences.split_examples([1, 2, 3, 2, 1], 5)[schema.TRAIN]
+    assert train[schema.USER_ITEMS] == [1, 2, 3]
+    train = sequences.split_examples([1, 2, 3, 4, 5, 6, 7], 5)[schema.TRAIN]
+    assert 6 not in train[schema.USER_ITEMS] and 7 not in train[schema.USER_ITEMS]
+
+
+def test_repeat_counts_and_stats():
+    # a b a b a: events 3..5 repeat; valid target b (s4) and test target a (s5) too.
+    counts = sequences.repeat_counts(["a", "b", "a", "b", "a"])
+    assert counts["events"] == 5 and counts["repeat_events"] == 3
+    assert counts["valid_targets"] == 1 and counts["valid_repeat_targets"] == 1
+    assert counts["test_targets"] == 1 and counts["test_repeat_targets"] == 1
+    # No repeats; a 2-item user has a test target only.
+    fresh = sequences.repeat_counts(["a", "b"])
+    assert fresh["repeat_events"] == 0 and fresh["test_repeat_targets"] == 0
+    assert fresh["valid_targets"] == 0
+    summed = collections.Counter(
+        sequences.prefixed_repeat_counts(["a", "b", "a", "b", "a"])
+    )
+    summed.update(sequences.prefixed_repeat_counts(["a", "b", "c", "d"]))
+    stats = sequences.repeat_stats(summed)
+    assert stats == {
+        "events": 3,
+        "event_share": round(3 / 9, 6),
+        "valid_targets": 1,
+        "valid_share": 0.5,
+        "test_targets": 1,
+        "test_share": 0.5,
+    }
+    assert sequences.repeat_target_share({"repeats": stats}) == 0.5
+    assert sequences.repeat_target_share({}) == 0.0
 
 
 @pytest.mark.parametrize("split", schema.SPLITS)
