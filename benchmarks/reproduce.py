@@ -154,8 +154,8 @@ def running_snapshot(output: str) -> dict:
         state = json.load(f)
     seconds = [r["train_seconds"] for r in state["history"]]
     return {
-        "valid": train.evaluate(output, None, "valid"),
-        "test": train.evaluate(output, None, "test"),
+        "valid": train.evaluate(output, None, "valid")[0],
+        "test": train.evaluate(output, None, "test")[0],
         "best_epoch": state["best_epoch"],
         "epochs_run": state["epoch"],
         "seconds_per_epoch": statistics.median(seconds),

@@ -1,8 +1,17 @@
-"""Full-ranking evaluation: the target ranked among ALL items.
+"""Full-ranking evaluation: the target ranked among every candidate item.
 
-Items of the user's input history are excluded from the ranking (score -inf),
-and so is padding. Ties count against the target (an item scoring exactly as
-the target ranks ahead of it), so a constant model cannot look good.
+Which items are candidates is the rule `candidates`:
+
+- "new" (the paper's protocol): the items of the user's input history are not
+  ranked (score -inf). A target that repeats a history item is then a miss.
+- "all": every item is ranked, for domains where people consume the same item
+  again (groceries, music). Only padding (item 0) is left out.
+
+Never "exclude the history but keep the target": that would tell the ranking
+which history item is the answer. Ties count against the target (an item
+scoring exactly as the target ranks ahead of it), so a constant model cannot
+look good, and so do NaN scores of other items. A target whose own score is
+NaN or +-inf ranks last: a non-finite score never wins.
 """
 
 from __future__ import annotations
@@ -11,6 +20,30 @@ import numpy as np
 import tensorflow as tf
 
 DEFAULT_KS = (5, 10, 20)
+CANDIDATES = ("new", "all")
+
+
+def check_candidates(candidates: str) -> str:
+    if candidates not in CANDIDATES:
+        raise ValueError(
+            f"`candidates` must be one of {CANDIDATES}. Got {candidates!r}."
+        )
+    return candidates
+
+
+def _set_to_neg_inf(scores: tf.Tensor, indices: tf.Tensor) -> tf.Tensor:
+    neg_inf = tf.fill([tf.shape(indices)[0]], tf.constant(-np.inf, scores.dtype))
+    return tf.tensor_scatter_nd_update(scores, indices, neg_inf)
+
+
+def _padding_indices(scores: tf.Tensor) -> tf.Tensor:
+    batch = tf.shape(scores, out_type=tf.int64)[0]
+    return tf.stack([tf.range(batch), tf.zeros([batch], tf.int64)], axis=1)
+
+
+def mask_padding(scores: tf.Tensor) -> tf.Tensor:
+    """Scores with padding (column 0) set to -inf."""
+    return _set_to_neg_inf(scores, _padding_indices(scores))
 
 
 def mask_seen(scores: tf.Tensor, history: tf.RaggedTensor) -> tf.Tensor:
@@ -23,33 +56,49 @@ def mask_seen(scores: tf.Tensor, history: tf.RaggedTensor) -> tf.Tensor:
     history = tf.cast(history, tf.int64)
     rows = tf.cast(history.value_rowids(), tf.int64)
     indices = tf.stack([rows, history.flat_values], axis=1)
-    batch = tf.shape(scores, out_type=tf.int64)[0]
-    padding = tf.stack([tf.range(batch), tf.zeros([batch], tf.int64)], axis=1)
-    indices = tf.concat([indices, padding], axis=0)
-    neg_inf = tf.fill([tf.shape(indices)[0]], tf.constant(-np.inf, scores.dtype))
-    return tf.tensor_scatter_nd_update(scores, indices, neg_inf)
+    indices = tf.concat([indices, _padding_indices(scores)], axis=0)
+    return _set_to_neg_inf(scores, indices)
+
+
+def in_history(targets: tf.Tensor, history: tf.RaggedTensor) -> tf.Tensor:
+    """[B] bool: whether each target is one of its row's history items."""
+    dense = tf.cast(history, tf.int64).to_tensor(default_value=-1)  # (B, L)
+    return tf.reduce_any(dense == tf.cast(targets, tf.int64)[:, None], axis=1)
 
 
 def target_ranks(
-    scores: tf.Tensor, targets: tf.Tensor, history: tf.RaggedTensor
+    scores: tf.Tensor,
+    targets: tf.Tensor,
+    history: tf.RaggedTensor,
+    candidates: str = "new",
 ) -> tf.Tensor:
-    """0-based rank of each target among all unseen items.
+    """0-based rank of each target among the candidate items.
 
     Args:
         scores: [B, num_items + 1] model scores.
         targets: [B] item ids.
-        history: ragged [B, None] seen item ids, excluded from the ranking.
+        history: ragged [B, None] the user's input items.
+        candidates: "new" leaves the history out of the ranking (a target in
+            it ranks last); "all" ranks every item.
 
     Returns:
-        [B] int64 ranks; a target that is itself in the history ranks last.
+        [B] int64 ranks. Last (num_items + 1) for a target left out of the
+        ranking or with a non-finite score.
     """
-    masked = mask_seen(scores, history)
-    target_scores = tf.gather(masked, tf.cast(targets, tf.int64), batch_dims=1)
-    ahead = masked >= target_scores[:, None]
-    # The target itself is counted by `>=`; remove it, unless it was masked.
+    check_candidates(candidates)
+    targets = tf.cast(targets, tf.int64)
+    if candidates == "new":
+        ranked = mask_seen(scores, history)
+        left_out = in_history(targets, history)
+    else:
+        ranked = mask_padding(scores)
+        left_out = tf.equal(targets, 0)
+    target_scores = tf.gather(scores, targets, batch_dims=1)
+    ahead = tf.logical_or(ranked >= target_scores[:, None], tf.math.is_nan(ranked))
+    # The target itself is counted by `>=` (its score is finite when used).
     count = tf.reduce_sum(tf.cast(ahead, tf.int64), axis=1) - 1
-    masked_target = tf.math.is_inf(target_scores)
-    return tf.where(masked_target, tf.shape(scores, out_type=tf.int64)[1], count)
+    last = tf.logical_or(left_out, tf.logical_not(tf.math.is_finite(target_scores)))
+    return tf.where(last, tf.shape(scores, out_type=tf.int64)[1], count)
 
 
 def ranking_metrics(ranks: tf.Tensor, ks=DEFAULT_KS) -> dict[str, tf.Tensor]:

@@ -183,15 +183,28 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
 def _evaluate(args: argparse.Namespace, extra: list[str]) -> int:
     from pipeline import train
 
-    metrics = train.evaluate(args.run, args.data, args.split)
-    print(json.dumps(metrics, indent=2) if args.json else format_table(metrics))
+    metrics, repeats = train.evaluate(args.run, args.data, args.split, args.candidates)
+    if args.json:
+        print(json.dumps({**metrics, "repeats": repeats}, indent=2))
+        return 0
+    print(
+        train.repeat_line(
+            args.split,
+            repeats["users"],
+            repeats["repeat_targets"],
+            repeats["candidates"],
+        )
+    )
+    print(format_table(metrics))
     return 0
 
 
 def _export(args: argparse.Namespace, extra: list[str]) -> int:
     from pipeline import export
 
-    path = export.export(args.run, args.output, args.version, args.k, args.data)
+    path = export.export(
+        args.run, args.output, args.version, args.k, args.data, args.candidates
+    )
     print(f"Exported {args.run} to {path}")
     return 0
 
@@ -265,12 +278,25 @@ def format_table(metrics: dict) -> str:
 
 
 def format_metrics(result: dict) -> str:
-    return (
+    from pipeline import train
+
+    lines = [
         f"Best epoch {result['best_epoch']} of {result['epochs_run']} "
-        f"({result['seconds_per_epoch']:.1f} s per epoch)\n"
-        f"valid (%):\n{format_table(result['valid'])}\n"
-        f"test (%):\n{format_table(result['test'])}"
-    )
+        f"({result['seconds_per_epoch']:.1f} s per epoch)",
+        f"valid (%):\n{format_table(result['valid'])}",
+        f"test (%):\n{format_table(result['test'])}",
+    ]
+    repeats = result.get("repeats", {}).get(schema.TEST)
+    if repeats:
+        lines.append(
+            train.repeat_line(
+                schema.TEST,
+                repeats["users"],
+                repeats["repeat_targets"],
+                repeats["candidates"],
+            )
+        )
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -384,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True, help="Run directory of `genni train`.")
     p.add_argument("--data", default=None, help="Dataset (default: the run's).")
     p.add_argument("--split", default=schema.TEST, choices=schema.SPLITS[1:])
+    train_args.add_candidates_argument(p, "default: the run's")
     p.add_argument("--json", action="store_true", help="Print JSON.")
     p.set_defaults(handler=_evaluate)
 
@@ -425,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", type=int, default=None, help="Default: next free.")
     p.add_argument("--k", type=int, default=10, help="Items per answer (default 10).")
     p.add_argument("--data", default=None, help="Dataset (default: the run's).")
+    train_args.add_candidates_argument(p, "default: the rule the run was trained with")
     p.set_defaults(handler=_export)
 
     p = commands.add_parser(

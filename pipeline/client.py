@@ -1,4 +1,8 @@
-"""A small client for GenNi endpoints (this server or stock TF Serving)."""
+"""A small client for GenNi endpoints (this server or stock TF Serving).
+
+Each call returns the real items only: a row with fewer than k candidates
+ends at its `num_results` (the filler slots, id "" with score -inf, are cut).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,12 @@ import urllib.error
 import urllib.request
 
 from pipeline import export
+
+
+def _real(ids: list, scores: list, num_results: object = None) -> tuple[list, list]:
+    """The first `num_results` items (all when the model does not say)."""
+    n = len(ids) if num_results is None else int(num_results)
+    return list(ids[:n]), list(scores[:n])
 
 
 def recommend_rest(
@@ -32,7 +42,11 @@ def recommend_rest(
         raise RuntimeError(f"The server answered {e.code}: {detail}") from None
     except urllib.error.URLError as e:
         raise RuntimeError(f"Cannot reach {url}: {e.reason}") from None
-    return prediction[export.ITEM_IDS], prediction[export.SCORES]
+    return _real(
+        prediction[export.ITEM_IDS],
+        prediction[export.SCORES],
+        prediction.get(export.NUM_RESULTS),
+    )
 
 
 def recommend_local(
@@ -51,7 +65,12 @@ def recommend_local(
     else:
         outputs = model.signatures[export.SIGNATURE_TOP_K](**inputs, k=tf.constant(k))
     ids = [b.decode("utf-8") for b in outputs[export.ITEM_IDS].numpy()[0]]
-    return ids, outputs[export.SCORES].numpy()[0].tolist()
+    count = outputs.get(export.NUM_RESULTS)
+    return _real(
+        ids,
+        outputs[export.SCORES].numpy()[0].tolist(),
+        None if count is None else count.numpy()[0],
+    )
 
 
 def recommend_grpc(
@@ -73,4 +92,7 @@ def recommend_grpc(
         response = stub.Predict(request, timeout=timeout)
     ids = tf.make_ndarray(response.outputs[export.ITEM_IDS])[0]
     scores = tf.make_ndarray(response.outputs[export.SCORES])[0]
-    return [b.decode("utf-8") for b in ids], scores.tolist()
+    count = None
+    if export.NUM_RESULTS in response.outputs:
+        count = tf.make_ndarray(response.outputs[export.NUM_RESULTS])[0]
+    return _real([b.decode("utf-8") for b in ids], scores.tolist(), count)

@@ -69,6 +69,15 @@ class _Settings:
         return dataclasses.asdict(self)
 
     @classmethod
+    def defaults(cls) -> dict:
+        """Each setting's default (settings without one are left out)."""
+        return {
+            f.name: f.default
+            for f in dataclasses.fields(cls)
+            if f.default is not dataclasses.MISSING
+        }
+
+    @classmethod
     def from_dict(cls, values: dict):
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
@@ -99,6 +108,9 @@ class _Settings:
 
 
 SAMPLERS = ("uniform", "popularity", "genni")
+# Which items a ranking holds (`components.metrics.CANDIDATES`; kept here so
+# that `--help` needs no TensorFlow).
+CANDIDATES = ("new", "all")
 LOSSES = ("bce", "bpr", "softmax")
 # Step of the self-adjusted alpha that the report grid and the tuner use (the
 # paper gives none). Toys, alpha from 0, packed, seed 0: with 0.001 alpha was
@@ -125,6 +137,9 @@ class TrainConfig(_Settings):
     sequences per row of a training batch: the same outputs and loss, a
     fraction of the encoder's work; see `pipeline.packing`). `init_from`: a
     `genni pretrain` directory whose encoder weights start the run.
+    `candidates`: which items evaluation ranks, and `genni export` serves by
+    default: "new" leaves out the items of the user's history (the paper's
+    protocol), "all" ranks every item (`components.metrics`).
     """
 
     KIND = "training settings"
@@ -155,9 +170,11 @@ class TrainConfig(_Settings):
     seed: int = 0
     init_from: str | None = None
     pack: bool = False
+    candidates: str = "new"
 
     def __post_init__(self) -> None:
         self._check_choice("sampler", SAMPLERS)
+        self._check_choice("candidates", CANDIDATES)
         self._check_choice("loss", LOSSES)
         self._at_least_one(
             "num_negatives", "epochs", "patience", "eval_every", "batch_size"

@@ -3,8 +3,8 @@
 MODEL_BASE/<version>/ holds a SavedModel whose signatures take raw item-id
 strings and return raw item-id strings:
 
-- `serving_default`: `history` string [B, L] -> `item_ids` string [B, K] and
-  `scores` float [B, K], K fixed at export (`--k`).
+- `serving_default`: `history` string [B, L] -> `item_ids` string [B, K],
+  `scores` float [B, K] and `num_results` int32 [B], K fixed at export (`--k`).
 - `top_k`: `history` string [B, L] and `k` int32 [] -> the same with k items.
 - `user_embedding`: `history` string [B, L] -> `embedding` float [B, d], for
   external nearest-neighbour indexes.
@@ -12,8 +12,15 @@ strings and return raw item-id strings:
 `history` is each user's recent items, oldest first, padded with "" to a common
 length. Inside the graph: vocabulary lookup (unknown ids and "" are dropped),
 truncation to the model's max length, the SASRec encoder, scores over all items
-(a brute-force matmul and `top_k`, core ops only) and exclusion of the items in
-the history. A history with no known item gets the most popular items.
+(a brute-force matmul and `top_k`, core ops only) and the candidate rule the
+run was evaluated with (`--candidates`): "new" never answers an item of the
+history, "all" may. A history with no known item gets the most popular items.
+
+The answer never holds padding or an excluded item. When fewer than k items
+are candidates (a history that covers nearly the whole catalog under "new"),
+row b holds `num_results[b]` real items first; its remaining slots hold the
+item id "" with score -inf. A NaN or inf score of an item ranks it after
+every finite one (its score is returned as the lowest float32).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
+from components.metrics import check_candidates
 from pipeline import data, schema, train
 
 DEFAULT_K = 10
@@ -34,7 +42,9 @@ K = "k"
 ITEM_IDS = "item_ids"
 SCORES = "scores"
 EMBEDDING = "embedding"
+NUM_RESULTS = "num_results"
 NEG_INF = float("-inf")
+LOWEST = float(np.finfo(np.float32).min)
 
 
 class ServingModule(tf.Module):
@@ -47,8 +57,10 @@ class ServingModule(tf.Module):
         popularity: np.ndarray,
         max_len: int,
         default_k: int = DEFAULT_K,
+        candidates: str = "new",
     ):
         super().__init__(name="genni_serving")
+        self.candidates = check_candidates(candidates)
         if not 1 <= default_k <= len(items):
             raise ValueError(
                 f"`k` must be between 1 and the {len(items)} items. Got {default_k}."
@@ -96,28 +108,29 @@ class ServingModule(tf.Module):
         has_items = tf.reduce_any(input_ids > schema.PADDING_ID, axis=1)
         fallback = tf.broadcast_to(self.popularity[None, :], tf.shape(scores))
         scores = tf.where(has_items[:, None], scores, fallback)
-        # Exclude padding and every item of the whole history (not only the
-        # last max_len); unknown ids map to 0, the padding column.
-        all_ids = self.lookup.lookup(history)  # (B, L)
-        rows = tf.broadcast_to(
-            tf.range(tf.shape(all_ids, out_type=tf.int64)[0])[:, None],
-            tf.shape(all_ids),
-        )
-        seen = tf.stack([tf.reshape(rows, [-1]), tf.reshape(all_ids, [-1])], axis=1)
-        padding = tf.stack(
-            [
-                tf.range(tf.shape(scores, out_type=tf.int64)[0]),
-                tf.zeros_like(rows[:, 0]),
-            ],
-            axis=1,
-        )
-        indices = tf.concat([seen, padding], axis=0)
+        # A non-finite score ranks after every finite one, above exclusions.
+        scores = tf.where(tf.math.is_finite(scores), scores, LOWEST)
+        # Exclude padding and, under "new", every item of the whole history
+        # (not only the last max_len); unknown ids map to 0, the padding column.
+        batch = tf.shape(scores, out_type=tf.int64)[0]
+        indices = tf.stack([tf.range(batch), tf.zeros([batch], tf.int64)], axis=1)
+        if self.candidates == "new":
+            all_ids = self.lookup.lookup(history)  # (B, L)
+            rows = tf.broadcast_to(tf.range(batch)[:, None], tf.shape(all_ids))
+            seen = tf.stack([tf.reshape(rows, [-1]), tf.reshape(all_ids, [-1])], axis=1)
+            indices = tf.concat([indices, seen], axis=0)
         scores = tf.tensor_scatter_nd_update(
             scores, indices, tf.fill([tf.shape(indices)[0]], NEG_INF)
         )
         k = tf.clip_by_value(tf.cast(k, tf.int32), 1, self.num_items)
-        values, indices = tf.math.top_k(scores, k=k)
-        return {ITEM_IDS: tf.gather(self.item_strings, indices), SCORES: values}
+        values, top = tf.math.top_k(scores, k=k)
+        real = values > NEG_INF  # Candidates are finite; exclusions are -inf.
+        item_ids = tf.where(real, tf.gather(self.item_strings, top), "")
+        return {
+            ITEM_IDS: item_ids,
+            SCORES: values,
+            NUM_RESULTS: tf.reduce_sum(tf.cast(real, tf.int32), axis=1),
+        }
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.string, name=HISTORY)])
     def serve(self, history: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -150,15 +163,22 @@ def export(
     version: int | None = None,
     k: int = DEFAULT_K,
     data_dir: str | None = None,
+    candidates: str | None = None,
 ) -> str:
-    """Export the best weights of `run_dir` to `base`/<version>; returns the path."""
+    """Export the best weights of `run_dir` to `base`/<version>; returns the path.
+
+    `candidates`: the served ranking rule; by default the run's own, so the
+    served top-K is ranked the way the run was evaluated.
+    """
     model = train.load_run(run_dir, data_dir)
     config = train.read_config(run_dir, data_dir)
     info = schema.DatasetInfo.load(config.data)
     with open(os.path.join(config.data, schema.ITEMS_FILE)) as f:
         items = f.read().splitlines()
     popularity = data.item_counts(config.data, info.max_len, info.num_items)
-    module = ServingModule(model, items, popularity, info.max_len, k)
+    module = ServingModule(
+        model, items, popularity, info.max_len, k, candidates or config.candidates
+    )
     version = version if version is not None else next_version(base)
     if version < 1:
         raise ValueError(f"`version` must be a positive integer. Got {version}.")
@@ -185,12 +205,17 @@ def export(
 
 
 def reference_top_k(
-    model: tf.Module, items: list[str], history: list[str], max_len: int, k: int
+    model: tf.Module,
+    items: list[str],
+    history: list[str],
+    max_len: int,
+    k: int,
+    candidates: str = "new",
 ) -> tuple[list[str], np.ndarray]:
     """Top-K of the in-process model, in NumPy: the oracle for the SavedModel.
 
     Same contract as the `serving_default` signature for a history with at
-    least one known item.
+    least one known item and at least k candidates.
     """
     ids = {item: i for i, item in enumerate(items, start=1)}
     known = [ids[h] for h in history if h in ids]
@@ -201,6 +226,7 @@ def reference_top_k(
     x[0, max_len - len(recent) :] = recent
     scores = model(tf.constant(x)).numpy()[0]
     scores[0] = -np.inf
-    scores[known] = -np.inf
+    if candidates == "new":
+        scores[known] = -np.inf
     top = np.argsort(-scores, kind="stable")[:k]
     return [items[i - 1] for i in top], scores[top]

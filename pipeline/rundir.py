@@ -77,7 +77,13 @@ def read_json(path: str) -> dict:
         return json.load(f)
 
 
-def prepare(output: str, settings: dict, resume: bool, initial_state: dict) -> dict:
+def prepare(
+    output: str,
+    settings: dict,
+    resume: bool,
+    initial_state: dict,
+    defaults: dict | None = None,
+) -> dict:
     """The state to start from: `initial_state`, or the saved one on --resume.
 
     Args:
@@ -86,6 +92,8 @@ def prepare(output: str, settings: dict, resume: bool, initial_state: dict) -> d
             "output" entry is not compared on resume.
         resume: continue the run already in `output`.
         initial_state: the state of a fresh run.
+        defaults: settings' defaults; a setting added after the run started
+            (missing from its `config.json`) is unchanged at its default.
     """
     os.makedirs(output, exist_ok=True)
     config_path = os.path.join(output, CONFIG_FILE)
@@ -98,14 +106,16 @@ def prepare(output: str, settings: dict, resume: bool, initial_state: dict) -> d
             )
         saved = read_json(config_path)
         current = {k: v for k, v in settings.items() if k != "output"}
-        # A setting added after the run started is unchanged when it is off.
+        # A setting added after the run started is unchanged when it is off
+        # (or at its default).
+        defaults = defaults or {}
         changed = sorted(
             k
             for k in current
             if (
                 saved[k] != current[k]
                 if k in saved
-                else current[k] not in (None, False)
+                else current[k] not in (None, False, defaults.get(k, False))
             )
         )
         if changed:

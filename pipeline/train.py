@@ -15,12 +15,18 @@ A run directory holds:
 A killed run continues with `--resume` from its last checkpoint and ends where
 an uninterrupted run would: the batch order depends only on (seed, epoch), and
 all randomness (dropout, sampler) comes from generators saved in checkpoints.
+
+A non-finite loss or validation metric stops the run with `NonFiniteError`
+(naming the epoch and step) before that epoch is checkpointed: the last good
+checkpoint stays, `--resume` continues from it, and a non-finite epoch is
+never the best one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import shutil
 import statistics
@@ -29,12 +35,12 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from components.metrics import RankingAccumulator, target_ranks
+from components.metrics import RankingAccumulator, in_history, target_ranks
 from components.samplers import GenNiSampler, PopularitySampler, UniformSampler
 from components.schedules import beta_for_epoch
 from models.retrieval import SequentialRetrievalModel
 from models.sasrec import SASRecEncoder
-from pipeline import data, packing, rundir, schema
+from pipeline import data, packing, rundir, schema, sequences
 from pipeline.configs import STRATEGIES, PretrainConfig, TrainConfig
 
 _LOG = logging.getLogger(__name__)
@@ -50,6 +56,29 @@ TENSORBOARD_DIR = "tensorboard"
 WORKERS_DIR = "workers"
 EVAL_BATCH_SIZE = 512
 OBJECTIVE = "NDCG@10"
+# Above this share of repeated valid/test targets, `--candidates new` warns.
+REPEAT_WARNING_SHARE = 0.05
+
+
+class NonFiniteError(RuntimeError):
+    """A NaN or inf loss or validation metric; the run stops at its last good
+    checkpoint."""
+
+
+class _StopOnNonFiniteLoss(tf.keras.callbacks.Callback):
+    """Stops `fit` at the first step whose loss is NaN or inf, and notes it."""
+
+    def __init__(self, key: str = "mean_loss"):
+        super().__init__()
+        self.key = key
+        self.bad_step: int | None = None
+        self.bad_value: float | None = None
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        value = (logs or {}).get(self.key)
+        if value is not None and not math.isfinite(float(value)):
+            self.bad_step, self.bad_value = batch + 1, float(value)
+            self.model.stop_training = True
 
 
 def build_encoder(
@@ -110,12 +139,27 @@ def build_model(
 
 
 class Evaluator:
-    """Full-ranking metrics of a model on one split (cached input)."""
+    """Full-ranking metrics of a model on one split (cached input).
 
-    def __init__(self, data_dir: str, split: str, max_len: int, pack: bool = False):
+    `candidates`: the ranking rule of `components.metrics` ("new" or "all").
+    After a call, `users` and `repeat_targets` (users whose target repeats an
+    item of their history) describe the split.
+    """
+
+    def __init__(
+        self,
+        data_dir: str,
+        split: str,
+        max_len: int,
+        pack: bool = False,
+        candidates: str = "new",
+    ):
         """`pack`: run the encoder on packed batches (the same scores)."""
         self.split = split
         self.pack = pack
+        self.candidates = candidates
+        self.users = 0
+        self.repeat_targets = 0
         self._batches = data.batches(
             data.records(data_dir, split).cache(), max_len, split, EVAL_BATCH_SIZE
         )
@@ -136,15 +180,59 @@ class Evaluator:
                     )
                 else:
                     scores = model(features[schema.INPUT_IDS])
-                return target_ranks(
-                    scores, features[schema.TARGET], features[schema.HISTORY]
-                )
+                target, history = features[schema.TARGET], features[schema.HISTORY]
+                repeats = tf.reduce_sum(tf.cast(in_history(target, history), tf.int64))
+                return target_ranks(scores, target, history, self.candidates), repeats
 
             self._ranks = ranks
         accumulator = RankingAccumulator()
+        repeats = 0
         for features in self._batches:
-            accumulator.update(self._ranks(features).numpy())
+            ranks, batch_repeats = self._ranks(features)
+            accumulator.update(ranks.numpy())
+            repeats += int(batch_repeats)
+        self.users, self.repeat_targets = accumulator.count, repeats
         return accumulator.result()
+
+    def repeat_summary(self) -> dict:
+        """`metrics.json`'s record of repeated targets on this split."""
+        return {
+            "users": self.users,
+            "repeat_targets": self.repeat_targets,
+            "candidates": self.candidates,
+        }
+
+
+def repeat_line(split: str, users: int, repeats: int, candidates: str) -> str:
+    """'test repeat targets: 739 of 2,000 (37.0%), ...' for people."""
+    share = 100.0 * repeats / users if users else 0.0
+    what = (
+        "each a miss under --candidates new"
+        if candidates == "new"
+        else "ranked among all items (--candidates all)"
+    )
+    return f"{split} repeat targets: {repeats:,} of {users:,} ({share:.1f}%), {what}"
+
+
+def check_dataset(config: TrainConfig, info: schema.DatasetInfo) -> None:
+    """Refuse data the run cannot use right; warn when the rule matters."""
+    if config.exclude_seen and info.schema_version < 2:
+        raise ValueError(
+            f"{config.data!r} was preprocessed by an older genni whose user items "
+            "(the --exclude-seen list) hold the held-out valid and test items: run "
+            "`genni preprocess` again."
+        )
+    if config.candidates != "new":
+        return
+    stats = rundir.read_json(os.path.join(config.data, schema.STATS_FILE))
+    share = sequences.repeat_target_share(stats)
+    if share > REPEAT_WARNING_SHARE:
+        print(
+            f"Warning: {100 * share:.1f}% of the valid/test targets repeat an item "
+            "of the user's history and count as misses under --candidates new; "
+            "use --candidates all if people consume items again in this data.",
+            flush=True,
+        )
 
 
 def _initial_state() -> dict:
@@ -241,8 +329,13 @@ def _train(
         )
     task = worker_task(strategy)
     if task is None:
+        check_dataset(config, info)
         state = rundir.prepare(
-            config.output, config.to_dict(), resume, _initial_state()
+            config.output,
+            config.to_dict(),
+            resume,
+            _initial_state(),
+            TrainConfig.defaults(),
         )
         own_dir = config.output
     else:  # The chief writes the run; this worker keeps its checkpoints apart.
@@ -276,7 +369,9 @@ def _train(
                 )
 
     cached_train = data.records(config.data, schema.TRAIN).cache()
-    valid = Evaluator(config.data, schema.VALID, info.max_len, config.pack)
+    valid = Evaluator(
+        config.data, schema.VALID, info.max_len, config.pack, config.candidates
+    )
     writer = (
         tf.summary.create_file_writer(os.path.join(config.output, TENSORBOARD_DIR))
         if task is None
@@ -296,6 +391,7 @@ def _train(
         if verbose:
             print(f"Epoch {epoch + 1}/{config.epochs}")
         start = time.perf_counter()
+        guard = _StopOnNonFiniteLoss()
         logs = model.fit(
             data.train_dataset(
                 cached_train,
@@ -308,7 +404,13 @@ def _train(
             ),
             epochs=1,
             verbose=verbose,
+            callbacks=[guard],
         ).history
+        if guard.bad_step is not None:
+            raise NonFiniteError(
+                f"The loss became {guard.bad_value} at epoch {epoch + 1}, step "
+                f"{guard.bad_step}. {_kept(config, state)}"
+            )
         record["train_seconds"] = time.perf_counter() - start
         for key in ("mean_loss", "positive_score", "negative_score", "alpha"):
             if logs.get(key):
@@ -319,6 +421,12 @@ def _train(
             record["eval_seconds"] = time.perf_counter() - start
             record["valid"] = metrics
             objective = metrics[OBJECTIVE]
+            bad = [n for n, v in metrics.items() if not math.isfinite(v)]
+            if bad:
+                raise NonFiniteError(
+                    f"Validation {', '.join(bad)} non-finite at epoch {epoch + 1}, "
+                    f"step {int(model.optimizer.iterations)}. {_kept(config, state)}"
+                )
             if state["best_objective"] is None or objective > state["best_objective"]:
                 state["best_objective"] = objective
                 state["best_epoch"] = epoch + 1
@@ -341,9 +449,17 @@ def _train(
         if task is None:  # Every worker resumes from the chief's checkpoint.
             rundir.write_json(os.path.join(config.output, STATE_FILE), state)
 
+    if state["best_epoch"] is None:
+        raise NonFiniteError(f"No epoch of {config.output!r} was validated.")
     best.read(best_path).assert_existing_objects_matched()
-    test = Evaluator(config.data, schema.TEST, info.max_len, config.pack)
+    test = Evaluator(
+        config.data, schema.TEST, info.max_len, config.pack, config.candidates
+    )
     result = _finish(config, state, valid(model), test(model))
+    result["repeats"] = {
+        schema.VALID: valid.repeat_summary(),
+        schema.TEST: test.repeat_summary(),
+    }
     if task is None:
         rundir.write_json(os.path.join(config.output, METRICS_FILE), result)
     else:
@@ -351,6 +467,18 @@ def _train(
         with contextlib.suppress(OSError):  # Other workers may still be there.
             os.rmdir(os.path.dirname(own_dir))
     return result
+
+
+def _kept(config: TrainConfig, state: dict) -> str:
+    """Where a stopped run stands: its last good checkpoint, and what next."""
+    if not state["checkpoint"]:
+        return "No epoch was checkpointed; change the settings and start again."
+    return (
+        f"The checkpoint of epoch {state['epoch']} is kept (best epoch "
+        f"{state['best_epoch']}): lower --learning-rate or change the settings "
+        f"that diverged, or `genni train ... --output {config.output} --resume` "
+        "to continue from it."
+    )
 
 
 def _log_epoch(writer: tf.summary.SummaryWriter, record: dict) -> None:
@@ -410,9 +538,18 @@ def load_run(run_dir: str, data_dir: str | None = None) -> SequentialRetrievalMo
     return model
 
 
-def evaluate(run_dir: str, data_dir: str | None, split: str) -> dict[str, float]:
-    """Full-ranking metrics of a run's best weights on `split`."""
+def evaluate(
+    run_dir: str, data_dir: str | None, split: str, candidates: str | None = None
+) -> tuple[dict[str, float], dict]:
+    """Full-ranking metrics of a run's best weights on `split`.
+
+    `candidates`: the ranking rule (default: the run's). Returns the metrics
+    and the split's repeated targets (`Evaluator.repeat_summary`).
+    """
     model = load_run(run_dir, data_dir)
     config = read_config(run_dir, data_dir)
     info = schema.DatasetInfo.load(config.data)
-    return Evaluator(config.data, split, info.max_len, config.pack)(model)
+    evaluator = Evaluator(
+        config.data, split, info.max_len, config.pack, candidates or config.candidates
+    )
+    return evaluator(model), evaluator.repeat_summary()

@@ -7,6 +7,7 @@ import dataclasses
 import json
 
 from pipeline.configs import (
+    CANDIDATES,
     LOSSES,
     PRETRAIN_SAMPLERS,
     SAMPLERS,
@@ -102,6 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "same model outputs and loss, a fraction of the encoder's work (faster "
         "when most sequences are much shorter than the maximum length).",
     )
+    add_candidates_argument(parser, f"default {d.candidates}")
     parser.add_argument(
         "--epochs", type=int, default=None, help=f"Most epochs (default {d.epochs})."
     )
@@ -158,6 +160,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "started with to get the same run.",
     )
     parser.add_argument("--quiet", action="store_true", help="No progress bars.")
+
+
+def add_candidates_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    """`--candidates`, shared by `genni train`, `evaluate` and `export`."""
+    parser.add_argument(
+        "--candidates",
+        choices=CANDIDATES,
+        default=None,
+        help="Which items are ranked: 'new' leaves out the items of the user's "
+        "history (the paper's protocol: a target that repeats one is a miss); "
+        "'all' ranks every item, for domains where people consume the same item "
+        f"again (groceries, music, restaurants) ({default}).",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:

@@ -3,6 +3,7 @@ import pytest
 import tensorflow as tf
 
 from components.metrics import (
+    CANDIDATES,
     RankingAccumulator,
     metrics_consistent,
     ndcg_gap_bounds,
@@ -11,17 +12,115 @@ from components.metrics import (
 )
 
 
-def numpy_ranks(scores, targets, histories):
+def numpy_ranks(scores, targets, histories, candidates="new"):
+    """The protocol item by item: one loop per target, no vector tricks."""
     ranks = []
     for row, target, seen in zip(scores, targets, histories, strict=True):
-        row = row.astype(np.float64).copy()
-        row[0] = -np.inf
-        row[list(seen)] = -np.inf
-        if target in seen:
+        excluded = {0} | (set(seen) if candidates == "new" else set())
+        own = row[target]
+        if target in excluded or not np.isfinite(own):
             ranks.append(len(row))
             continue
-        ranks.append(int(np.sum(row >= row[target])) - 1)
+        ahead = 0
+        for item, score in enumerate(row):
+            if item == target or item in excluded:
+                continue
+            if np.isnan(score) or score >= own:
+                ahead += 1
+        ranks.append(ahead)
     return np.array(ranks)
+
+
+def _ranks(scores, targets, histories, candidates="new"):
+    return target_ranks(
+        tf.constant(scores, tf.float32),
+        tf.constant(targets),
+        tf.ragged.constant(histories, dtype=tf.int64, ragged_rank=1)
+        if any(histories)
+        else tf.RaggedTensor.from_row_lengths(
+            tf.zeros([0], tf.int64), [0] * len(histories)
+        ),
+        candidates,
+    ).numpy()
+
+
+@pytest.mark.parametrize("candidates", CANDIDATES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ranks_match_the_item_by_item_oracle(seed, candidates):
+    rng = np.random.default_rng(seed)
+    batch, items = 32, 30
+    scores = rng.normal(size=(batch, items + 1)).astype(np.float32)
+    scores[:, 5] = scores[:, 6]  # Ties.
+    # Non-finite scores of targets and of other items.
+    scores[rng.random(scores.shape) < 0.05] = np.nan
+    scores[rng.random(scores.shape) < 0.03] = np.inf
+    scores[rng.random(scores.shape) < 0.03] = -np.inf
+    targets = rng.integers(1, items + 1, size=batch)
+    histories = [
+        [int(i) for i in rng.integers(1, items + 1, size=rng.integers(0, 6))]
+        for _ in range(batch)
+    ]
+    for row in range(0, batch, 4):  # Repeated targets.
+        histories[row].append(int(targets[row]))
+    got = _ranks(scores, targets, histories, candidates)
+    np.testing.assert_array_equal(
+        got, numpy_ranks(scores, targets, histories, candidates)
+    )
+
+
+def test_non_finite_scores_never_win():
+    last = 6
+    # The target's own score NaN, +inf or -inf: last, under both rules.
+    for bad in (np.nan, np.inf, -np.inf):
+        for candidates in CANDIDATES:
+            scores = [[0.0, 1.0, bad, 3.0, 2.0, 0.5]]
+            assert _ranks(scores, [2], [[]], candidates).tolist() == [last]
+    # NaN of other items counts ahead of the target; -inf does not.
+    scores = [[0.0, np.nan, 5.0, np.nan, -np.inf, 1.0]]
+    assert _ranks(scores, [2], [[]]).tolist() == [2]
+    # A NaN model ranks every target last: HR@10 is 0, not 100.
+    nan_scores = np.full([3, 12], np.nan, np.float32)
+    ranks = _ranks(nan_scores, [1, 2, 3], [[], [], []])
+    assert ranks.tolist() == [12, 12, 12]
+    accumulator = RankingAccumulator()
+    accumulator.update(ranks)
+    assert accumulator.result()["HR@10"] == 0.0
+
+
+def test_repeated_targets_under_both_rules():
+    # History [2, 4]; the target 2 repeats it and scores highest.
+    scores = [[9.0, 8.0, 7.0, 1.0, 6.0, 2.0]]
+    # new: the history is not ranked, so a repeated target is a miss.
+    assert _ranks(scores, [2], [[2, 4]], "new").tolist() == [6]
+    # all: every item is ranked (only padding is not): item 1 is ahead.
+    assert _ranks(scores, [2], [[2, 4]], "all").tolist() == [1]
+    # all ranks history items too: item 4 (6.0) is ahead of target 5 (2.0).
+    assert _ranks(scores, [5], [[2, 4]], "all").tolist() == [3]
+    assert _ranks(scores, [5], [[2, 4]], "new").tolist() == [1]
+    with pytest.raises(ValueError, match="candidates"):
+        _ranks(scores, [5], [[2]], "some")
+
+
+def test_both_rules_agree_when_no_target_repeats():
+    """Benchmarks without repeats (Beauty, Toys) rank the same under both rules
+    whenever the history scores below the target; otherwise `all` can only
+    rank a target lower, never higher."""
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=(64, 41)).astype(np.float32)
+    targets = rng.integers(1, 41, size=64)
+    histories = [
+        [int(i) for i in rng.choice(np.delete(np.arange(1, 41), t - 1), 5, False)]
+        for t in targets
+    ]
+    new = _ranks(scores, targets, histories, "new")
+    everything = _ranks(scores, targets, histories, "all")
+    assert (everything >= new).all()
+    for row, seen in enumerate(histories):  # History pushed below every item.
+        scores[row, seen] = -100.0
+    np.testing.assert_array_equal(
+        _ranks(scores, targets, histories, "new"),
+        _ranks(scores, targets, histories, "all"),
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

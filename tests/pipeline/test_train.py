@@ -60,7 +60,7 @@ def test_tiny_training_beats_a_random_ranking(dataset, tmp_path):
     assert saved["sampler_over_time"][0]["alpha"] == pytest.approx(2.5)
     assert os.listdir(tmp_path / "run" / train.TENSORBOARD_DIR)
     # `genni evaluate` recomputes the test metrics from the saved weights.
-    again = train.evaluate(str(tmp_path / "run"), None, "test")
+    again, _ = train.evaluate(str(tmp_path / "run"), None, "test")
     for name, value in result["test"].items():
         assert again[name] == pytest.approx(value, abs=1e-6)
 
