@@ -258,6 +258,7 @@ def _tune(args: argparse.Namespace, extra: list[str]) -> int:
         space_file=args.space,
         seed=args.seed,
         pack=args.pack,
+        candidates=args.candidates or "new",
     )
     if result.get("worker"):
         print("Worker done: the chief writes the results table.")
@@ -442,6 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
         "model and loss, several times faster on short sequences). The best "
         "configuration leaves it out: add --pack to `genni train` yourself.",
     )
+    train_args.add_candidates_argument(p, "default new")
     p.set_defaults(handler=_tune)
 
     p = commands.add_parser(

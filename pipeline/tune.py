@@ -272,11 +272,13 @@ def tune(
     space_file: str | None = None,
     seed: int = 0,
     pack: bool = False,
+    candidates: str = "new",
 ) -> dict:
     """Run (or continue) a search; writes the table and the best config.
 
     `pack`: trials train on packed batches (`genni train --pack`: the same
-    model and loss, faster on short sequences).
+    model and loss, faster on short sequences). `candidates`: the ranking rule
+    of every trial's validation (`genni train --candidates`).
     """
     space = load_space(space_file)
     base = TrainConfig(
@@ -286,6 +288,7 @@ def tune(
         patience=patience,
         seed=seed,
         pack=pack,
+        candidates=candidates,
     )
     tuner = GenNiTuner(
         make_oracle(oracle, max_trials, epochs_per_trial, seed, space),

@@ -50,3 +50,20 @@ def test_another_process_holds_the_run_until_it_dies(tmp_path):
         holder.wait()
     with rundir.claim(str(output)):  # The system dropped the dead one's lock.
         pass
+
+
+def test_a_setting_added_later_resumes_at_its_default(tmp_path):
+    output = str(tmp_path / "run")
+    os.makedirs(output)
+    # A run written before `candidates` existed.
+    rundir.write_json(os.path.join(output, rundir.CONFIG_FILE), {"seed": 0})
+    rundir.write_json(os.path.join(output, rundir.STATE_FILE), {"epoch": 3})
+    defaults = {"seed": 0, "candidates": "new"}
+    state = rundir.prepare(
+        output, {"seed": 0, "candidates": "new"}, True, {"epoch": 0}, defaults
+    )
+    assert state == {"epoch": 3}
+    with pytest.raises(ValueError, match="candidates"):
+        rundir.prepare(
+            output, {"seed": 0, "candidates": "all"}, True, {"epoch": 0}, defaults
+        )
