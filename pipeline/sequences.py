@@ -136,7 +136,7 @@ def repeat_counts(item_ids: Sequence[object]) -> collections.Counter:
 
 
 # Counters of `repeat_counts` travel beside others under this prefix.
-REPEAT_PREFIX = "repeat_"
+REPEAT_PREFIX = "repeats/"
 
 
 def prefixed_repeat_counts(item_ids: Sequence[object]) -> dict[str, int]:

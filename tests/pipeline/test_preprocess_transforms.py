@@ -176,7 +176,7 @@ def test_encode_examples_by_split():
     users = ["u1", "u2"]
     items = ["a", "b", "c", "d"]
     batch = sequences.pack_users(
-        [("u2", ["a", "b", "c", "d"]), ("u1", ["d", "c", "b"])]
+        [("u2", ["a", "b", "c", "d"]), ("u1", ["d", "c", "d"])]
     )
 
     def decode(serialized):
@@ -197,7 +197,7 @@ def test_encode_examples_by_split():
         )
         assert_that(
             out[schema.TEST] | "DecodeTest" >> beam.Map(decode),
-            equal_to([(2, 4), (1, 2)]),
+            equal_to([(2, 4), (1, 4)]),
             label="Test",
         )
         assert_that(
@@ -213,6 +213,12 @@ def test_encode_examples_by_split():
                     ("examples_train", 1),
                     ("examples_valid", 2),
                     ("examples_test", 2),
+                    # u1's test target repeats its first item.
+                    ("repeats/events", 7),
+                    ("repeats/repeat_events", 1),
+                    ("repeats/valid_targets", 2),
+                    ("repeats/test_targets", 2),
+                    ("repeats/test_repeat_targets", 1),
                 ]
             ),
             label="Stats",
