@@ -676,17 +676,26 @@ def make_rest_handler(
             )
 
         def _handle(self, work: Callable[[], dict]) -> None:
+            """Answer `work()` as JSON: 200, 4xx for client errors, 500 else."""
+            close = False
             try:
-                self._send(200, work())
+                status, body = 200, work()
             except RequestError as e:
-                self._send(e.status, {"error": str(e)}, close=e.close)
+                status, body, close = e.status, {"error": str(e)}, e.close
             except RecursionError:
-                self._send(400, {"error": "Invalid input: nested too deeply."})
+                status, body = 400, {"error": "Invalid input: nested too deeply."}
             except (tf.errors.InvalidArgumentError, ValueError, TypeError) as e:
-                self._send(400, {"error": f"Invalid input: {e}"})
+                status, body = 400, {"error": f"Invalid input: {e}"}
+            except ConnectionError:  # The client went away mid-request.
+                self.close_connection = True
+                return
             except Exception as e:  # Never let one request take the server down.
                 _LOG.exception("Internal error")
-                self._send(500, {"error": f"Internal error: {type(e).__name__}"})
+                status, body = 500, {"error": f"Internal error: {type(e).__name__}"}
+            try:
+                self._send(status, body, close)
+            except ConnectionError:
+                self.close_connection = True
 
         def _discard(self, length: int) -> None:
             # Read what the client is still sending (up to a bound), so that it
@@ -957,6 +966,8 @@ class Server:
         try:
             try:
                 self.grpc_port = self.grpc.add_insecure_port(f"{host}:{grpc_port}")
+                if not self.grpc_port:  # Older grpc answers 0 instead of raising.
+                    raise RuntimeError(f"cannot bind {host}:{grpc_port}")
             except RuntimeError as e:
                 raise PortInUseError(
                     f"gRPC port {grpc_port} on {host} is already in use (or cannot "
