@@ -2,10 +2,16 @@
 
 1. Agreement: for sample users of the run's test split, the top-10 of the
    in-process model, the loaded SavedModel, REST and the official gRPC stub.
-2. Latency p50 / p99 and throughput of REST and gRPC at concurrency 1 and 8,
-   beside the raw SavedModel call in the same run. Targets (issue 4, on this
-   CPU): gRPC p99 < 10 ms at concurrency 1, REST p99 < 15 ms, the endpoint adds
-   < 2 ms over the raw call at p50.
+2. Latency p50 / p99, throughput and failures of REST and gRPC at concurrency
+   1, 8 and 32, beside the raw SavedModel call in the same run. Targets (issue
+   4, on this CPU): gRPC p99 < 10 ms at concurrency 1, REST p99 < 15 ms, the
+   endpoint adds < 2 ms over the raw call at p50; no failure at any
+   concurrency (issue 28).
+3. Hot swaps under load (issue 28), REST and gRPC at concurrency 1, 8 and 32:
+   (a) a foreign SavedModel (not a GenNi export) dropped in as a new version
+   must be refused while the old version serves on; (b) a corrupt version
+   (truncated variables) then a good one: the corrupt one is refused and the
+   good one becomes served. Target: 0 failed requests.
 
     python benchmarks/serving.py --run RUN_DIR [--requests 400]
 """
@@ -16,6 +22,7 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -27,48 +34,80 @@ from _common import machine, write_results
 from pipeline import client, export, schema, serving, train
 
 SAMPLE_USERS = 20
+CONCURRENCY = (1, 8, 32)
+SWAP_TIMEOUT_S = 120.0
 
 
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1000.0, q))
 
 
-def summarize(latencies: list[float], seconds: float) -> dict:
+def summarize(latencies: list[float], seconds: float, failures: int = 0) -> dict:
     return {
-        "p50_ms": percentile(latencies, 50),
-        "p99_ms": percentile(latencies, 99),
+        "p50_ms": percentile(latencies, 50) if latencies else float("nan"),
+        "p99_ms": percentile(latencies, 99) if latencies else float("nan"),
         "throughput_rps": len(latencies) / seconds,
-        "requests": len(latencies),
+        "requests": len(latencies) + failures,
+        "failures": failures,
     }
 
 
-def load(fn, histories: list[list[str]], requests: int, concurrency: int) -> dict:
-    """Run `fn(history)` `requests` times from `concurrency` threads."""
-    latencies: list[float] = []
-    lock = threading.Lock()
-    per_thread = requests // concurrency
+class Load:
+    """`concurrency` threads, each with its own caller from `make()`, calling
+    it on `histories` in turn until `stop()`, or `requests` in all."""
 
-    def worker(offset: int, call) -> None:
-        mine = []
-        for i in range(per_thread):
-            history = histories[(offset + i) % len(histories)]
+    def __init__(self, make, histories, concurrency: int, requests: int | None = None):
+        self.latencies: list[float] = []
+        self.errors: list[str] = []
+        self.started = 0  # Requests begun so far, counted live.
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        per_thread = None if requests is None else max(1, requests // concurrency)
+        calls = [make() for _ in range(concurrency)]  # One connection per thread.
+        self._threads = [
+            threading.Thread(target=self._worker, args=(t * 7, calls[t], per_thread))
+            for t in range(concurrency)
+        ]
+        self._histories = histories
+        self._start = time.perf_counter()
+        for t in self._threads:
+            t.start()
+
+    def _worker(self, offset: int, call, per_thread: int | None) -> None:
+        mine, errors, i = [], [], 0
+        while not self._stop.is_set() and (per_thread is None or i < per_thread):
+            history = self._histories[(offset + i) % len(self._histories)]
+            i += 1
+            with self._lock:
+                self.started += 1
             start = time.perf_counter()
-            call(history)
-            mine.append(time.perf_counter() - start)
-        with lock:
-            latencies.extend(mine)
+            try:
+                call(history)
+            except Exception as e:  # Count it, go on.
+                errors.append(f"{type(e).__name__}: {str(e)[:200]}")
+            else:
+                mine.append(time.perf_counter() - start)
+        with self._lock:
+            self.latencies.extend(mine)
+            self.errors.extend(errors)
 
-    calls = [fn() for _ in range(concurrency)]  # One connection per thread.
-    threads = [
-        threading.Thread(target=worker, args=(t * 7, calls[t]))
-        for t in range(concurrency)
-    ]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return summarize(latencies, time.perf_counter() - start)
+    def stop(self) -> dict:
+        self._stop.set()
+        return self.join()
+
+    def join(self) -> dict:
+        for t in self._threads:
+            t.join()
+        result = summarize(
+            self.latencies, time.perf_counter() - self._start, len(self.errors)
+        )
+        result["first_errors"] = sorted(set(self.errors))[:3]
+        return result
+
+
+def load(fn, histories: list[list[str]], requests: int, concurrency: int) -> dict:
+    """Run `fn()(history)` `requests` times from `concurrency` threads."""
+    return Load(fn, histories, concurrency, requests).join()
 
 
 def rest_caller(port: int):
@@ -76,16 +115,20 @@ def rest_caller(port: int):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
         def call(history):
-            conn.request(
-                "POST",
-                "/v1/models/genni:predict",
-                body=json.dumps({"instances": [history]}),
-                headers={"Content-Type": "application/json"},
-            )
-            response = conn.getresponse()
-            body = response.read()
+            try:
+                conn.request(
+                    "POST",
+                    "/v1/models/genni:predict",
+                    body=json.dumps({"instances": [history]}),
+                    headers={"Content-Type": "application/json"},
+                )
+                response = conn.getresponse()
+                body = response.read()
+            except OSError:
+                conn.close()  # Reconnects on the next request.
+                raise
             if response.status != 200:
-                raise RuntimeError(body)
+                raise RuntimeError(f"{response.status} {body[:200]!r}")
 
         return call
 
@@ -125,6 +168,86 @@ def raw_caller(model):
     return make
 
 
+def foreign_savedmodel(path: str) -> None:
+    """A valid SavedModel that is not a GenNi export (one `double` signature)."""
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.double = tf.function(
+        lambda x: {"y": 2.0 * x}, input_signature=[tf.TensorSpec([None], tf.float32)]
+    )
+    tf.saved_model.save(module, path, signatures={"serving_default": module.double})
+
+
+def corrupt_copy(source: str):
+    """A copy of the export at `source` with its variables truncated."""
+
+    def fill(path: str) -> None:
+        shutil.copytree(source, path)
+        variables = os.path.join(path, "variables")
+        for name in os.listdir(variables):
+            if name.startswith("variables.data-"):
+                with open(os.path.join(variables, name), "r+b") as f:
+                    f.truncate(16)
+
+    return fill
+
+
+def add_version(base: str, version: int, fill) -> None:
+    """Write a version under a staging name, then rename it into place."""
+    staging = os.path.join(base, f".staging-{version}")
+    fill(staging)
+    os.rename(staging, os.path.join(base, str(version)))
+
+
+def wait_for(condition, timeout: float = SWAP_TIMEOUT_S) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def swap_check(
+    server, base: str, good: str, scenario: str, make, histories, concurrency, requests
+) -> dict:
+    """Load from `concurrency` clients across a hot swap; at least `requests`.
+
+    "foreign": a foreign SavedModel as the next version; it must be refused
+    and the served version stay. "corrupt_then_good": a corrupt version, then
+    (once it is refused) a copy of `good`, which must become served.
+    """
+    repository = server.repository
+    before = repository.served.version
+    running = Load(make, histories, concurrency)
+    time.sleep(0.2)
+    started = time.perf_counter()
+    bad = max(repository.available()) + 1
+    if scenario == "foreign":
+        add_version(base, bad, foreign_savedmodel)
+        expected = before
+        ok = wait_for(lambda: bad in repository.refused)
+    else:
+        add_version(base, bad, corrupt_copy(good))
+        ok = wait_for(lambda: bad in repository.refused)
+        expected = bad + 1
+        add_version(base, expected, lambda path: shutil.copytree(good, path))
+        ok = wait_for(lambda: repository.served.version == expected) and ok
+    swap_s = time.perf_counter() - started
+    wait_for(lambda: running.started >= requests, 60)
+    result = running.stop()
+    after = repository.served.version
+    result.update(
+        served_before=before,
+        served_after=after,
+        expected=expected,
+        outcome_ok=ok and after == expected,
+        swap_s=swap_s,
+    )
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True, help="Run directory of genni train.")
@@ -148,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         path = export.export(args.run, base, k=10)
         model = tf.saved_model.load(path)
         in_process = train.load_run(args.run)
-        server = serving.Server(base, rest_port=0, grpc_port=0).start()
+        server = serving.Server(
+            base, rest_port=0, grpc_port=0, poll_seconds=0.2
+        ).start()
         try:
             agree, max_diff = 0, 0.0
             for history in histories[:SAMPLE_USERS]:
@@ -182,13 +307,41 @@ def main(argv: list[str] | None = None) -> int:
                 ("rest", rest_caller(server.rest_port)),
             ):
                 load(make, histories, 40, 1)  # Warm up.
-                for concurrency in (1, 8):
+                for concurrency in CONCURRENCY:
                     r = load(make, histories, args.requests, concurrency)
                     results[f"{name}_c{concurrency}"] = r
                     print(
                         f"  {name:4s} c={concurrency}: p50 {r['p50_ms']:.2f} ms, p99 "
-                        f"{r['p99_ms']:.2f} ms, {r['throughput_rps']:.0f} req/s"
+                        f"{r['p99_ms']:.2f} ms, {r['throughput_rps']:.0f} req/s, "
+                        f"{r['failures']} failed {r['first_errors']}"
                     )
+
+            swaps: dict = {}
+            for scenario in ("foreign", "corrupt_then_good"):
+                for name, make in (
+                    ("grpc", grpc_caller(server.grpc_port)),
+                    ("rest", rest_caller(server.rest_port)),
+                ):
+                    for concurrency in CONCURRENCY:
+                        r = swap_check(
+                            server,
+                            base,
+                            path,
+                            scenario,
+                            make,
+                            histories,
+                            concurrency,
+                            args.requests,
+                        )
+                        swaps[f"{scenario}_{name}_c{concurrency}"] = r
+                        print(
+                            f"  {scenario} {name:4s} c={concurrency}: {r['requests']} "
+                            f"requests, {r['failures']} failed, p50 {r['p50_ms']:.2f} "
+                            f"ms, p99 {r['p99_ms']:.2f} ms, served "
+                            f"{r['served_before']} -> {r['served_after']} (expected "
+                            f"{r['expected']}) in {r['swap_s']:.1f} s "
+                            f"{r['first_errors']}"
+                        )
         finally:
             server.stop()
 
@@ -203,15 +356,30 @@ def main(argv: list[str] | None = None) -> int:
         "sample_users": SAMPLE_USERS,
         "max_score_difference": max_diff,
         "latency": results,
+        "hot_swaps": swaps,
         "p50_overhead_ms": overhead,
-        "targets": {"grpc_p99_c1_ms": 10, "rest_p99_c1_ms": 15, "p50_overhead_ms": 2},
+        "targets": {
+            "grpc_p99_c1_ms": 10,
+            "rest_p99_c1_ms": 15,
+            "p50_overhead_ms": 2,
+            "failures": 0,
+        },
         "machine": machine(),
     }
     rows = "\n".join(
         f"| {k.split('_c')[0]} | {k.split('_c')[1]} | {v['p50_ms']:.2f} | "
-        f"{v['p99_ms']:.2f} | {v['throughput_rps']:.0f} |"
+        f"{v['p99_ms']:.2f} | {v['throughput_rps']:.0f} | {v['failures']} |"
         for k, v in results.items()
     )
+    swap_rows = "\n".join(
+        f"| {k.rsplit('_', 2)[0]} | {k.rsplit('_', 2)[1]} | {k.rsplit('_c', 1)[1]} | "
+        f"{v['requests']} | {v['failures']} | {v['p50_ms']:.2f} | {v['p99_ms']:.2f} "
+        f"| {v['served_before']} -> {v['served_after']} ({v['expected']}) | "
+        f"{v['swap_s']:.1f} |"
+        for k, v in swaps.items()
+    )
+    failures = sum(v["failures"] for v in [*results.values(), *swaps.values()])
+    swaps_ok = all(v["outcome_ok"] for v in swaps.values())
     markdown = (
         "# Serving\n\n"
         f"Model from `{args.run}` ({info.num_items:,} items), one history per request, "
@@ -219,8 +387,19 @@ def main(argv: list[str] | None = None) -> int:
         f"Agreement: {agree}/{SAMPLE_USERS} users get identical top-10 ids from the "
         "in-process model, the SavedModel, REST and gRPC; max score difference "
         f"{max_diff:.1e}.\n\n"
-        "| path | concurrency | p50 ms | p99 ms | req/s |\n|---|---|---|---|---|\n"
+        "| path | concurrency | p50 ms | p99 ms | req/s | failed |\n"
+        "|---|---|---|---|---|---|\n"
         f"{rows}\n\n"
+        "Hot swaps under load (at least "
+        f"{args.requests} requests per row): a foreign SavedModel as the next "
+        "version (must be refused, the old version serving on), and a corrupt "
+        "version then a good one (the good one must become served).\n\n"
+        "| scenario | path | concurrency | requests | failed | p50 ms | p99 ms | "
+        "served before -> after (expected) | swap s |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+        f"{swap_rows}\n\n"
+        f"Failed requests in all: {failures} (target 0); hot swaps as expected: "
+        f"{'all' if swaps_ok else 'NOT all'}.\n\n"
         f"Endpoint overhead over the raw call at p50, concurrency 1: gRPC "
         f"{overhead['grpc']:.2f} ms, REST {overhead['rest']:.2f} ms (target < 2 ms). "
         "Targets: gRPC p99 < 10 ms and REST p99 < 15 ms at concurrency 1.\n\n"
@@ -228,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(markdown)
     write_results("serving", summary, markdown)
-    return 0 if agree == SAMPLE_USERS else 1
+    return 0 if agree == SAMPLE_USERS and failures == 0 and swaps_ok else 1
 
 
 if __name__ == "__main__":

@@ -219,8 +219,11 @@ def _serve(args: argparse.Namespace, extra: list[str]) -> int:
         rest_port=args.rest_port,
         grpc_port=args.grpc_port,
     ).start()
+    for version, why in sorted(server.repository.refused.items()):
+        print(f"Skipped version {version}: {why}", file=sys.stderr)
     print(
-        f"Serving {args.model_name} from {args.model_base_path}: REST "
+        f"Serving {args.model_name} version {server.repository.served.version} "
+        f"from {args.model_base_path}: REST "
         f"http://{args.host}:{server.rest_port}/v1/models/{args.model_name}, gRPC "
         f"{args.host}:{server.grpc_port}. Ctrl-C stops.",
         flush=True,

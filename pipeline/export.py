@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from components.metrics import check_candidates
 from pipeline import data, schema, train
+from pipeline import warmup as serving_warmup
 
 DEFAULT_K = 10
 SIGNATURE_TOP_K = "top_k"
@@ -197,6 +198,7 @@ def export(
                 SIGNATURE_EMBEDDING: module.serve_embedding,
             },
         )
+        serving_warmup.write(staging, items)
         os.rename(staging, final)  # TF Serving never sees a half-written version.
     except BaseException:
         tf.io.gfile.rmtree(staging) if tf.io.gfile.exists(staging) else None
