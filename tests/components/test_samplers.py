@@ -159,6 +159,25 @@ def test_genni_chunking_keeps_memory_bounded_and_results_valid():
     assert draws.shape == (10, 1)
     assert np.all((draws >= 1) & (draws <= V))
     assert not np.any(draws[:, 0] == targets.numpy())
+    # The peak memory of a draw follows `max_logits`, not the number of rows:
+    # 512 rows x 4096 items are 8 MiB of logits, a chunk of 16 rows 1/32 of it.
+    items, rows = 4096, 512
+    max_logits = 16 * (items // 128 + 1) * 128
+    big = GenNiSampler(items, alpha=1.0, max_logits=max_logits, seed=0)
+    assert big.chunk_rows == 16
+    with tf.device("CPU:0"):
+        args = (
+            tf.random.stateless_normal([rows, D], [2, 1]),
+            tf.range(1, rows + 1),
+            tf.random.stateless_normal([items + 1, D], [0, 1]),
+        )
+        for draw in (big, tf.function(big)):
+            draw(*args)  # Traced, generator built.
+            tf.config.experimental.reset_memory_stats("CPU:0")
+            before = _cpu_bytes("current")
+            draw(*args)
+            peak = _cpu_bytes("peak") - before
+            assert peak < 8 * 4 * max_logits < rows * items * 4, peak
 
 
 def test_genni_runs_under_xla_and_in_tf_function():
