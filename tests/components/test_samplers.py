@@ -192,6 +192,52 @@ def test_genni_runs_under_xla_and_in_tf_function():
     assert out.shape == (7, 2) and not np.any(out == 4)
 
 
+CLASSES = 5  # Item i is in class i % CLASSES, the unit vector of axis i % CLASSES.
+
+
+def _pointing_queries(rows):
+    """A table of CLASSES orthogonal classes of items and `rows` queries, row r
+    pointing hard at class r % CLASSES: its softmax puts ~all mass there."""
+    table = np.zeros([V + 1, CLASSES], np.float32)
+    table[np.arange(1, V + 1), np.arange(1, V + 1) % CLASSES] = 1.0
+    own = np.arange(rows) % CLASSES
+    queries = 20.0 * np.eye(CLASSES, dtype=np.float32)[own]
+    return tf.constant(table), tf.constant(queries), own
+
+
+@pytest.mark.parametrize("exclude", [False, True])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(),  # All items, one chunk.
+        dict(max_logits=3 * 640),  # Chunks of 3 rows.
+        dict(beta=0.75),  # One V' of 15 items per call.
+        dict(beta=0.75, beta_group=3),  # One V' per 3 rows.
+    ],
+)
+def test_genni_scores_each_row_with_its_own_query(kwargs, exclude):
+    rows, k, calls = 30, 4, 5
+    table, queries, own = _pointing_queries(rows)
+    # Targets in another class than the row's own (never drawn anyway).
+    targets = (own + 2) % CLASSES + CLASSES
+    sampler = GenNiSampler(V, num_negatives=k, alpha=1.0, seed=3, **kwargs)
+    args = (queries, tf.constant(targets), table)
+    if exclude:  # One own-class item per row; row 0 excludes every other item
+        # and falls back to "not the target", still scored with its own query.
+        seen = [[own[r] + CLASSES] for r in range(rows)]
+        seen[0] = [i for i in range(1, V + 1) if i != targets[0]]
+        args += (tf.ragged.constant(seen, dtype=tf.int64),)
+    draws = np.stack([sampler(*args).numpy() for _ in range(calls)], axis=1)
+    in_own_class = draws % CLASSES == own[:, None, None]  # (rows, calls, k)
+    # V' may miss a class now and then (beta < 1): nearly all, not all.
+    assert in_own_class.mean() > 0.9, in_own_class.mean(axis=(1, 2))
+    assert np.all(in_own_class.mean(axis=(1, 2)) > 0.5)
+    assert not np.any(draws == targets[:, None, None])
+    if exclude:
+        excluded = np.array([s[0] for s in seen[1:]])
+        assert not np.any(draws[1:] == excluded[:, None, None])
+
+
 def test_genni_has_no_gradient_through_the_draw():
     items, rows = 5000, 64
     table = tf.Variable(tf.random.stateless_normal([items + 1, D], [0, 1]))
