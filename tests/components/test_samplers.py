@@ -146,6 +146,11 @@ def test_genni_beta_group_keeps_the_law_of_each_subset():
     assert not np.any(draw(tf.ones([15, D]), tf.fill([15], 4)).numpy() == 4)
 
 
+def _cpu_bytes(stat):
+    """Bytes of the CPU allocator (BFC, as conftest sets): "current" or "peak"."""
+    return tf.config.experimental.get_memory_info("CPU:0")[stat]
+
+
 def test_genni_chunking_keeps_memory_bounded_and_results_valid():
     sampler = GenNiSampler(V, num_negatives=1, alpha=1.0, max_logits=3 * 256, seed=0)
     assert sampler.chunk_rows == 3  # A row: 20 logits in one 128 block + 1 block.
@@ -154,6 +159,25 @@ def test_genni_chunking_keeps_memory_bounded_and_results_valid():
     assert draws.shape == (10, 1)
     assert np.all((draws >= 1) & (draws <= V))
     assert not np.any(draws[:, 0] == targets.numpy())
+    # The peak memory of a draw follows `max_logits`, not the number of rows:
+    # 512 rows x 4096 items are 8 MiB of logits, a chunk of 16 rows 1/32 of it.
+    items, rows = 4096, 512
+    max_logits = 16 * (items // 128 + 1) * 128
+    big = GenNiSampler(items, alpha=1.0, max_logits=max_logits, seed=0)
+    assert big.chunk_rows == 16
+    with tf.device("CPU:0"):
+        args = (
+            tf.random.stateless_normal([rows, D], [2, 1]),
+            tf.range(1, rows + 1),
+            tf.random.stateless_normal([items + 1, D], [0, 1]),
+        )
+        for draw in (big, tf.function(big)):
+            draw(*args)  # Traced, generator built.
+            tf.config.experimental.reset_memory_stats("CPU:0")
+            before = _cpu_bytes("current")
+            draw(*args)
+            peak = _cpu_bytes("peak") - before
+            assert peak < 8 * 4 * max_logits < rows * items * 4, peak
 
 
 def test_genni_runs_under_xla_and_in_tf_function():
@@ -168,14 +192,94 @@ def test_genni_runs_under_xla_and_in_tf_function():
     assert out.shape == (7, 2) and not np.any(out == 4)
 
 
+CLASSES = 5  # Item i is in class i % CLASSES, the unit vector of axis i % CLASSES.
+
+
+def _pointing_queries(rows):
+    """A table of CLASSES orthogonal classes of items and `rows` queries, row r
+    pointing hard at class r % CLASSES: its softmax puts ~all mass there."""
+    table = np.zeros([V + 1, CLASSES], np.float32)
+    table[np.arange(1, V + 1), np.arange(1, V + 1) % CLASSES] = 1.0
+    own = np.arange(rows) % CLASSES
+    queries = 20.0 * np.eye(CLASSES, dtype=np.float32)[own]
+    return tf.constant(table), tf.constant(queries), own
+
+
+@pytest.mark.parametrize("exclude", [False, True])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(),  # All items, one chunk.
+        dict(max_logits=3 * 640),  # Chunks of 3 rows.
+        dict(beta=0.75),  # One V' of 15 items per call.
+        dict(beta=0.75, beta_group=3),  # One V' per 3 rows.
+    ],
+)
+def test_genni_scores_each_row_with_its_own_query(kwargs, exclude):
+    rows, k, calls = 30, 4, 5
+    table, queries, own = _pointing_queries(rows)
+    # Targets in another class than the row's own (never drawn anyway).
+    targets = (own + 2) % CLASSES + CLASSES
+    sampler = GenNiSampler(V, num_negatives=k, alpha=1.0, seed=3, **kwargs)
+    args = (queries, tf.constant(targets), table)
+    if exclude:  # One own-class item per row; row 0 excludes every other item
+        # and falls back to "not the target", still scored with its own query.
+        seen = [[own[r] + CLASSES] for r in range(rows)]
+        seen[0] = [i for i in range(1, V + 1) if i != targets[0]]
+        args += (tf.ragged.constant(seen, dtype=tf.int64),)
+    draws = np.stack([sampler(*args).numpy() for _ in range(calls)], axis=1)
+    in_own_class = draws % CLASSES == own[:, None, None]  # (rows, calls, k)
+    # V' may miss a class now and then (beta < 1): nearly all, not all.
+    assert in_own_class.mean() > 0.9, in_own_class.mean(axis=(1, 2))
+    assert np.all(in_own_class.mean(axis=(1, 2)) > 0.5)
+    assert not np.any(draws == targets[:, None, None])
+    if exclude:
+        excluded = np.array([s[0] for s in seen[1:]])
+        assert not np.any(draws[1:] == excluded[:, None, None])
+
+
 def test_genni_has_no_gradient_through_the_draw():
-    sampler = GenNiSampler(V, alpha=1.0, seed=0)
-    table = tf.Variable(_table())
-    q = tf.Variable(tf.ones([3, D]))
-    with tf.GradientTape() as tape:
-        negatives = sampler(q, tf.constant([1, 2, 3]), table)
-        loss = tf.reduce_sum(tf.cast(negatives, tf.float32))
-    assert tape.gradient(loss, [q, table]) == [None, None]
+    items, rows = 5000, 64
+    table = tf.Variable(tf.random.stateless_normal([items + 1, D], [0, 1]))
+    q = tf.Variable(tf.random.stateless_normal([rows, D], [1, 1]))
+    targets = tf.range(1, rows + 1)
+
+    def sampler():
+        return GenNiSampler(items, num_negatives=2, alpha=1.0, seed=0)
+
+    def sampled_loss(negatives):
+        positive = tf.reduce_sum(q * tf.gather(table, targets), axis=-1)
+        negative = tf.einsum("nd,nkd->nk", q, tf.gather(table, negatives))
+        return tf.reduce_sum(tf.nn.softplus(negative)) - tf.reduce_sum(positive)
+
+    def gradients(tape, loss):
+        return [
+            tf.convert_to_tensor(g).numpy() for g in tape.gradient(loss, [q, table])
+        ]
+
+    with tf.device("CPU:0"):
+        with tf.GradientTape() as tape:
+            negatives = sampler()(q, targets, table)
+            loss = sampled_loss(negatives)
+        # The same draws as constants: the gradient the loss must have.
+        fixed = tf.constant(sampler()(q, targets, table).numpy())
+        np.testing.assert_array_equal(negatives.numpy(), fixed.numpy())
+        with tf.GradientTape() as fixed_tape:
+            fixed_loss = sampled_loss(fixed)
+        for got, expected in zip(
+            gradients(tape, loss), gradients(fixed_tape, fixed_loss), strict=True
+        ):
+            np.testing.assert_array_equal(got, expected)
+        # Ids carry no gradient anyway; the draw must also stay off the tape:
+        # one recording the scoring would hold every chunk's logits (64 x 5000
+        # floats, 1.2 MiB, several times over) until the tape is released.
+        draw = sampler()
+        draw(q, targets, table)
+        before = _cpu_bytes("current")
+        with tf.GradientTape():
+            draw(q, targets, table)
+            held = _cpu_bytes("current") - before
+    assert held < rows * items, held
 
 
 def test_genni_state_round_trip_repeats_the_draws(tmp_path):

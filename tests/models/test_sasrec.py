@@ -30,10 +30,14 @@ def test_causal_output_at_t_ignores_later_items():
 
 def test_padding_items_do_not_change_real_positions():
     encoder = _encoder(dropout=0.0, attention_dropout=0.0)
-    a = encoder(tf.constant([[0, 0, 0, 5, 6, 7]])).numpy()
-    # Another id in the padded slots changes nothing if it is masked as 0...
-    b = encoder(tf.constant([[0, 0, 0, 5, 6, 7]])).numpy()
-    np.testing.assert_allclose(a, b)
+    ids = tf.constant([[0, 0, 0, 5, 6, 7]])
+    a = encoder(ids).numpy()
+    # Other vectors in the padded slots change no real position's output...
+    vectors = encoder.item_embedding(ids)
+    noise = tf.random.stateless_normal([1, 3, D], [0, 1])
+    b = encoder(ids, item_vectors=tf.concat([noise, vectors[:, 3:]], axis=1)).numpy()
+    np.testing.assert_allclose(a[:, 3:], b[:, 3:], atol=1e-6)
+    assert not np.allclose(a[:, :3], b[:, :3])  # (The padded outputs do change.)
     # ...and a real item there does change the later outputs.
     c = encoder(tf.constant([[0, 0, 9, 5, 6, 7]])).numpy()
     assert not np.allclose(a[:, 3:], c[:, 3:])
