@@ -4,6 +4,17 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 
+# The design card keeps `pipeline/`, `models/` and `components/` at the root of
+# the repository; they install under one import name, `genni`, so that nothing
+# generic lands in site-packages and pip, Docker and Beam's `--setup_file` ship
+# one package.
+FOLDERS = ("pipeline", "models", "components")
+PACKAGES = [
+    package
+    for folder in FOLDERS
+    for package in find_packages(include=[folder, folder + ".*"])
+]
+
 # The stack is pinned by the design card; Beam workers (Dataflow, Flink) install
 # the same set through `--setup_file ./setup.py`.
 INSTALL_REQUIRES = [
@@ -35,8 +46,12 @@ setup(
     long_description=Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.12",
-    packages=find_packages(include=["pipeline*", "models*", "components*"]),
+    packages=["genni"] + ["genni." + p for p in PACKAGES],
+    package_dir={
+        "genni": "genni",
+        **{"genni." + p: p.replace(".", "/") for p in PACKAGES},
+    },
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
-    entry_points={"console_scripts": ["genni=pipeline.cli:main"]},
+    entry_points={"console_scripts": ["genni=genni.pipeline.cli.main:main"]},
 )

@@ -11,13 +11,11 @@ from pathlib import Path
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # As the `genni` command.
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "benchmarks" / "results"
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 
 def machine() -> dict:
@@ -32,15 +30,15 @@ def beauty_data(tmp: str, *, attributes: bool = False, synthetic: bool = False) 
     """Preprocess ../shared/data/Beauty.txt (and its item attributes when
     `attributes`) into `tmp`, in memory; returns the data dir. Without Beauty,
     the project's synthetic log when `synthetic`, else FileNotFoundError."""
-    from pipeline import inmemory
-    from pipeline.configs import PreprocessConfig
+    from genni.pipeline.preprocess import inmemory
+    from genni.pipeline.preprocess.config import PreprocessConfig
 
     source = SHARED_DATA / "Beauty.txt"
     item_attributes = None
     if not source.exists():
         if not synthetic:
             raise FileNotFoundError(f"{source} (pass --data)")
-        from pipeline import synthetic as synth
+        from genni.pipeline.preprocess import synthetic as synth
 
         source = os.path.join(tmp, "reviews.json.gz")
         synth.write_log(synth.SyntheticConfig(), source)

@@ -3,8 +3,8 @@
 GenNi scores a beta fraction V' of the items, drawn once per batch or, with
 `--beta-group G`, afresh for every G positions. Training steps of uniform and
 of GenNi with each, at beta 0.1 and 0.001, on packed batches, are timed side
-by side in one process (`pipeline.speed.step_times`) and printed as ratios to
-uniform.
+by side in one process (`genni.pipeline.reproduce.speed.step_times`) and
+printed as ratios to uniform.
 
     python benchmarks/beta_group_speed.py [--data DIR] [--rounds 5] [--steps 10]
 """
@@ -17,7 +17,7 @@ import tempfile
 
 from _common import beauty_data, publish, timing_parser
 
-from pipeline import report, speed
+from genni.pipeline.reproduce import report, speed
 
 GROUP = report.BETA_GROUP
 

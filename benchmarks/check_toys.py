@@ -19,8 +19,9 @@ import time
 
 from _common import SHARED_DATA, write_results
 
-from pipeline import preprocess, schema
-from pipeline.configs import PreprocessConfig
+from genni.components import schema
+from genni.pipeline.preprocess import beam as preprocess
+from genni.pipeline.preprocess.config import PreprocessConfig
 
 EXPECTED = {"users": 19412, "items": 11924, "events": 167597}
 

@@ -17,9 +17,9 @@ import sys
 
 from _common import machine, write_results
 
-from pipeline import rundir
-from pipeline.configs import TrainConfig
-from pipeline.report import METRICS as TEST_METRICS  # The paper's four.
+from genni.pipeline.reproduce.report import METRICS as TEST_METRICS
+from genni.pipeline.training import rundir
+from genni.pipeline.training.config import TrainConfig
 
 # Settings that never change what a run learns, left out of the comparison.
 IGNORED = {"data", "output", "epochs", "patience"}

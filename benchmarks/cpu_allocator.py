@@ -6,7 +6,8 @@ unmaps GenNi's large score blocks afresh, and on small VMs the page faults
 cost as much as the math. The allocator is chosen when TensorFlow starts, so
 each setting runs in its own process; the two alternate, round by round, so
 that machine noise hits both alike. Each process times the same training steps
-(`pipeline.speed.step_times`: GenNi beta 1 and uniform, packed and not) and
+(`genni.pipeline.reproduce.speed.step_times`: GenNi beta 1 and uniform, packed
+and not) and
 reports its user and kernel CPU seconds.
 
     python benchmarks/cpu_allocator.py [--data DIR] [--rounds 3] [--steps 10]
@@ -36,7 +37,7 @@ SETTINGS = {"malloc": "false", "bfc": "true"}
 
 def child(data_dir: str, steps: int) -> dict:
     """One process's step times (s) and its CPU seconds."""
-    from pipeline import speed
+    from genni.pipeline.reproduce import speed
 
     times = speed.step_times(data_dir, CONFIGS, rounds=1, steps=steps, verbose=False)
     usage = resource.getrusage(resource.RUSAGE_SELF)

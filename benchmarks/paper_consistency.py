@@ -3,7 +3,7 @@
 With one target per user, a user counted by HR@10 but not HR@5 ranks 6th to
 10th and adds between 1/log2(11) and 1/log2(7) to NDCG@10 - NDCG@5. So
 NDCG@10 - NDCG@5 must lie in [0.289, 0.356] x (HR@10 - HR@5); means over users
-and seeds keep the bounds (`components.metrics.ndcg_gap_bounds`). A row
+and seeds keep the bounds (`genni.components.metrics.ndcg_gap_bounds`). A row
 outside them (after allowing for rounding to two decimals) mixes numbers from
 different runs, epochs or definitions. For such a row it also gives the
 largest HR@10 that the row's HR@5, NDCG@5 and NDCG@10 allow.
@@ -26,8 +26,8 @@ import sys
 from _common import RESULTS, machine, write_results
 from reproduce import PAPER
 
-from components.metrics import metrics_consistent, ndcg_gap_bounds
-from pipeline.report import METRICS as FOUR
+from genni.components.metrics import metrics_consistent, ndcg_gap_bounds
+from genni.pipeline.reproduce.report import METRICS as FOUR
 
 
 def largest_hr10(metrics: dict[str, float]) -> float:

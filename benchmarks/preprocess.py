@@ -20,8 +20,10 @@ import time
 
 from _common import SHARED_DATA, machine, write_results
 
-from pipeline import inmemory, preprocess, schema
-from pipeline.configs import PreprocessConfig
+from genni.components import schema
+from genni.pipeline.preprocess import beam as preprocess
+from genni.pipeline.preprocess import inmemory
+from genni.pipeline.preprocess.config import PreprocessConfig
 
 RATIO_TARGET = 3.0
 SECONDS_TARGET = 60.0

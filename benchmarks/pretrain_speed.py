@@ -31,8 +31,9 @@ def main() -> None:
     if args.epochs < 2:
         parser.error("--epochs must be at least 2 (the first one traces graphs).")
 
-    from pipeline import pretrain, schema, train
-    from pipeline.configs import PretrainConfig, TrainConfig
+    from genni.components import schema
+    from genni.pipeline.training import pretrain, train
+    from genni.pipeline.training.config import PretrainConfig, TrainConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data or beauty_data(tmp, attributes=True)

@@ -33,7 +33,7 @@ SAMPLE_USERS = 200
 
 def genni(*args: str) -> str:
     """Run a `genni` command as a user would; its output, echoed."""
-    command = [sys.executable, "-m", "pipeline.cli", *args]
+    command = [sys.executable, "-m", "genni.pipeline.cli.main", *args]
     print("$ genni " + " ".join(args), flush=True)
     done = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, check=False

@@ -19,9 +19,10 @@ import sys
 
 from _common import RESULTS, machine, write_results
 
-from pipeline import report, train
-from pipeline.configs import DEFAULT_ALPHA_STEP, TrainConfig
-from pipeline.report import METRICS, inconsistent_row_note
+from genni.pipeline.reproduce import report
+from genni.pipeline.reproduce.report import METRICS, inconsistent_row_note
+from genni.pipeline.training import train
+from genni.pipeline.training.config import DEFAULT_ALPHA_STEP, TrainConfig
 
 VARIANTS = {
     "uniform": dict(sampler="uniform"),
@@ -132,8 +133,8 @@ def pretrain_dir(runs_dir: str, dataset: str, seed: int) -> str:
 
 def pretrained(data: str, runs_dir: str, dataset: str, seed: int, epochs: int) -> str:
     """The S3-Rec pre-training of this seed (trained or resumed if unfinished)."""
-    from pipeline import pretrain
-    from pipeline.configs import PretrainConfig
+    from genni.pipeline.training import pretrain
+    from genni.pipeline.training.config import PretrainConfig
 
     output = pretrain_dir(runs_dir, dataset, seed)
     state_path = os.path.join(output, pretrain.STATE_FILE)

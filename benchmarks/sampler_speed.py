@@ -24,7 +24,7 @@ import time
 
 from _common import SHARED_DATA, beauty_data, machine, write_results
 
-from pipeline import speed
+from genni.pipeline.reproduce import speed
 
 CONFIGS = {
     "uniform": dict(sampler="uniform"),
@@ -42,8 +42,9 @@ GIB = 1 << 30
 
 def eval_times(data_dir: str, rounds: int) -> dict[str, list[float]]:
     """Seconds per full-ranking validation pass, unpacked vs packed, interleaved."""
-    from pipeline import schema, train
-    from pipeline.configs import TrainConfig
+    from genni.components import schema
+    from genni.pipeline.training import train
+    from genni.pipeline.training.config import TrainConfig
 
     info = schema.DatasetInfo.load(data_dir)
     model = train.build_model(TrainConfig(data=data_dir, output=""), info, None)
@@ -66,7 +67,7 @@ def scale_point(num_items: int) -> dict:
     """Run in a child process: one GenNi draw over `num_items` items."""
     import tensorflow as tf
 
-    from components.samplers import GenNiSampler
+    from genni.components.samplers import GenNiSampler
 
     table = tf.random.normal([num_items + 1, 64], stddev=0.1)
     queries = tf.random.normal([POSITIONS, 64])

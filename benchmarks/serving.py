@@ -31,7 +31,10 @@ import time
 import numpy as np
 from _common import machine, write_results
 
-from pipeline import client, export, schema, serving, train
+from genni.components import schema
+from genni.pipeline.serving import client, export
+from genni.pipeline.serving import server as serving
+from genni.pipeline.training import train
 
 SAMPLE_USERS = 20
 CONCURRENCY = (1, 8, 32)

@@ -1,9 +1,7 @@
-"""GenNi components: reusable Keras layers and functions (samplers, losses, metrics).
+"""Reusable Keras layers and functions with no knowledge of runs.
 
-The components arrive with the training issue; this package already owns the
-Keras 2 switch so that importing it first is always safe.
+Negative samplers (`samplers`, one registry), losses, ranking metrics, schedules,
+dropout, seeded generators, and the data contract models need: the feature
+`schema` and sequence `packing`. Imports nothing from `genni.models` or
+`genni.pipeline`.
 """
-
-import os
-
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

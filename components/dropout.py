@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from components.random import make_generator
+from genni.components.random import make_generator
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")

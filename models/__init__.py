@@ -1,9 +1,5 @@
-"""GenNi models: how the recommender works (SASRec encoder, TFRS retrieval model).
+"""The recommenders: SASRec (`sasrec`), the TFRS retrieval model (`retrieval`)
+that trains it with a negative sampler, and S3-Rec pre-training (`s3rec`).
 
-The training stack arrives with the training issue; this package already owns the
-Keras 2 switch so that importing it first is always safe.
+Imports only `genni.components`.
 """
-
-import os
-
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

@@ -11,11 +11,10 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_recommenders as tfrs
 
-from components import losses
-from components.samplers import GenNiSampler, NegativeSampler
-from components.schedules import SelfAdjustingAlpha
-from models.sasrec import SASRecEncoder
-from pipeline import packing, schema
+from genni.components import losses, packing, schema
+from genni.components.samplers import GenNiSampler, NegativeSampler
+from genni.components.schedules import SelfAdjustingAlpha
+from genni.models.sasrec import SASRecEncoder
 
 
 class SequentialRetrievalModel(tfrs.Model):
@@ -70,7 +69,7 @@ class SequentialRetrievalModel(tfrs.Model):
     def packed_query_embeddings(self, packed: dict, batch_size: tf.Tensor) -> tf.Tensor:
         """[batch_size, d] h at each example's last item, from a packed batch.
 
-        `packed` as `pipeline.packing.pack_inputs` makes it; equal to
+        `packed` as `genni.components.packing.pack_inputs` makes it; equal to
         `query_embeddings` of the unpacked batch (an example with no items
         gets zeros).
         """

@@ -28,17 +28,16 @@ import io
 import numpy as np
 import tensorflow as tf
 
-from components import losses
-from components.samplers import GenNiSampler, NegativeSampler
-from models.sasrec import INITIALIZER_STDDEV, SASRecEncoder
-from pipeline import schema
+from genni.components import losses, schema
+from genni.components.samplers import GenNiSampler, NegativeSampler
+from genni.models.sasrec import INITIALIZER_STDDEV, SASRecEncoder
 
 # The S3-Rec code's defaults (run_pretrain.py).
 DEFAULT_WEIGHTS = {"aap": 0.2, "mip": 1.0, "map": 1.0, "sp": 0.5}
 DEFAULT_MASK_PROBABILITY = 0.2
 OBJECTIVES = ("aap", "mip", "map", "sp")
 
-# Features of a pre-training batch (made by `pipeline.pretrain`).
+# Features of a pre-training batch (made by `genni.pipeline.training.pretrain`).
 SEQUENCE = "sequence"  # [B, T] item ids, left-padded.
 MASKED = "masked"  # [B, T] bool: positions hidden behind the mask token.
 SEGMENT = "segment"  # [B, T] bool: the span of the segment to predict.

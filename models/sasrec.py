@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from components.dropout import CheckpointedDropout
-from pipeline import schema
+from genni.components import schema
+from genni.components.dropout import CheckpointedDropout
 
 INITIALIZER_STDDEV = 0.02
 LAYER_NORM_EPSILON = 1e-12
@@ -251,7 +251,7 @@ class SASRecEncoder(tf.keras.layers.Layer):
                 position, as S3-Rec pre-training does).
             item_vectors: optional [B, T, d] used instead of looking up
                 `input_ids` (pre-training puts a mask token at some positions).
-            positions, segments: [B, T] of a packed batch (`pipeline.packing`):
+            positions, segments: [B, T] of a packed batch (`genni.components.packing`):
                 each token's column in its unpacked input, and which sequence
                 of the row it belongs to (0: padding). A token then attends
                 only to its own sequence, and its output is the unpacked one.

@@ -3,7 +3,7 @@
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # As pipeline/__init__.
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # As the `genni` command.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import gzip
@@ -35,8 +35,8 @@ def write_log(tmp_path):
 
 def make_dataset(root, num_users, num_items, seed, max_len):
     """A small synthetic log preprocessed (in memory) under `root`: (dir, stats)."""
-    from pipeline import inmemory, synthetic
-    from pipeline.configs import PreprocessConfig
+    from genni.pipeline.preprocess import inmemory, synthetic
+    from genni.pipeline.preprocess.config import PreprocessConfig
 
     log = str(root / "log.json.gz")
     config = synthetic.SyntheticConfig(

@@ -13,10 +13,10 @@ in 1..num_items, never the row's target. Randomness comes from a
 and a resumed run draws what an uninterrupted one would have.
 """
 
-from components.samplers.base import NegativeSampler
-from components.samplers.genni import GenNiSampler
-from components.samplers.popularity import PopularitySampler
-from components.samplers.uniform import UniformSampler
+from genni.components.samplers.base import NegativeSampler
+from genni.components.samplers.genni import GenNiSampler
+from genni.components.samplers.popularity import PopularitySampler
+from genni.components.samplers.uniform import UniformSampler
 
 SAMPLERS = {
     "uniform": UniformSampler,

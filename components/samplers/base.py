@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from components.random import make_generator
+from genni.components.random import make_generator
 
 # Rejection rounds before giving up on an excluded draw (the popularity sampler).
 # With a catalog much larger than a user's history about 1 round is needed; a

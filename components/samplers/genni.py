@@ -27,7 +27,7 @@ import math
 
 import tensorflow as tf
 
-from components.samplers.base import NegativeSampler
+from genni.components.samplers.base import NegativeSampler
 
 DEFAULT_MAX_LOGITS = 1 << 24
 CDF_BLOCK = 128
@@ -106,7 +106,7 @@ class GenNiSampler(NegativeSampler):
         num_items: catalog size (ids 1..num_items).
         num_negatives: k, negatives per position.
         alpha: sharpness; 0 is uniform. A non-trainable variable, so a
-            curriculum can move it during training (see `components.schedules`).
+            curriculum can move it during training (see `genni.components.schedules`).
         beta: fraction of the catalog scored per batch, in (0, 1].
         beta_group: positions that share one V' (None: the whole batch). Each
             group of at most this many consecutive positions scores its own

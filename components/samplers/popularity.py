@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from components.samplers.base import NegativeSampler, in_rows
+from genni.components.samplers.base import NegativeSampler, in_rows
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from components.samplers.base import NegativeSampler
+from genni.components.samplers.base import NegativeSampler
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.dropout import CheckpointedDropout
+from genni.components.dropout import CheckpointedDropout
 
 
 def test_call_drops_and_rescales_only_in_training():

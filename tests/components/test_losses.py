@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import losses
+from genni.components import losses
 
 
 def test_bce_hand_computed():

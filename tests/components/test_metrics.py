@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.metrics import (
+from genni.components.metrics import (
     CANDIDATES,
     RankingAccumulator,
     metrics_consistent,

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.samplers import GenNiSampler, PopularitySampler, UniformSampler
-from components.samplers.genni import categorical
+from genni.components.samplers import GenNiSampler, PopularitySampler, UniformSampler
+from genni.components.samplers.genni import categorical
 
 V = 20  # items 1..20
 D = 4

@@ -1,7 +1,7 @@
 import pytest
 import tensorflow as tf
 
-from components.schedules import SelfAdjustingAlpha, beta_for_epoch, growing_beta
+from genni.components.schedules import SelfAdjustingAlpha, beta_for_epoch, growing_beta
 
 
 def test_growing_beta():

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.samplers import GenNiSampler, PopularitySampler, UniformSampler
-from models.retrieval import SequentialRetrievalModel
-from models.sasrec import SASRecEncoder
-from pipeline import schema
+from genni.components import schema
+from genni.components.samplers import GenNiSampler, PopularitySampler, UniformSampler
+from genni.models.retrieval import SequentialRetrievalModel
+from genni.models.sasrec import SASRecEncoder
 
 V, T = 25, 5
 

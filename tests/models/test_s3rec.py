@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.samplers import UniformSampler
-from models import s3rec
-from models.sasrec import SASRecEncoder
-from pipeline import pretrain
+from genni.components.samplers import UniformSampler
+from genni.models import s3rec
+from genni.models.sasrec import SASRecEncoder
+from genni.pipeline.training import pretrain
 
 LOG2 = math.log(2.0)
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from models.sasrec import CausalSelfAttentionBlock, SASRecEncoder
+from genni.models.sasrec import CausalSelfAttentionBlock, SASRecEncoder
 
 V, T, D = 30, 6, 8
 

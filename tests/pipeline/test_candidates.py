@@ -7,9 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import losses
-from pipeline import cli, export, inmemory, rundir, schema, train
-from pipeline.configs import PreprocessConfig, TrainConfig
+from genni.components import losses, schema
+from genni.pipeline.cli import main as cli
+from genni.pipeline.preprocess import inmemory
+from genni.pipeline.preprocess.config import PreprocessConfig
+from genni.pipeline.serving import export
+from genni.pipeline.training import rundir, train
+from genni.pipeline.training.config import TrainConfig
 
 NUM_USERS, NUM_ITEMS, LENGTH = 300, 30, 8
 

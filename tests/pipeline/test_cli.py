@@ -1,6 +1,7 @@
 import pytest
 
-from pipeline import cli, schema
+from genni.components import schema
+from genni.pipeline.cli import main as cli
 
 
 def test_help_lists_commands(capsys):

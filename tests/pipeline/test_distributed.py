@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Shared by the child scripts: a tiny GenNi run trained straight, and the same
 # run killed in `kill_epoch` then resumed.
 RUNS = """
-from pipeline import train
-from pipeline.configs import TrainConfig
+from genni.pipeline.training import train
+from genni.pipeline.training.config import TrainConfig
 
 
 def tiny_config(name, **settings):
@@ -64,7 +64,8 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2
 )
-from pipeline import data, schema, train
+from genni.pipeline.training import data, train
+from genni.components import schema
 
 data_dir, out = sys.argv[1], sys.argv[2]
 devices = [d.name for d in tf.config.list_logical_devices("CPU")]
@@ -86,9 +87,9 @@ model.fit(batches, epochs=2, verbose=0)
 alphas = [float(a) for a in strategy.experimental_local_results(model.sampler.alpha)]
 
 # S3-Rec pre-training under the same strategy, killed in epoch 2 and resumed.
-from models import s3rec
-from pipeline import pretrain
-from pipeline.configs import PretrainConfig
+from genni.models import s3rec
+from genni.pipeline.training import pretrain
+from genni.pipeline.training.config import PretrainConfig
 
 
 def pre_config(name):  # Odd batches: replicas see unequal shapes.
@@ -192,7 +193,7 @@ def test_self_adjusted_alpha_stays_equal_on_every_replica(distributed):
 # 0) writes the run, worker 1 keeps its checkpoints apart.
 WORKER_SCRIPT = """
 import json, sys
-from pipeline import train
+from genni.pipeline.training import train
 
 data_dir, out = sys.argv[1], sys.argv[2]
 strategy = train.make_strategy("multi_worker")
@@ -286,7 +287,7 @@ def test_multi_worker_run_resumes_where_it_would_have_ended(multi_worker):
 
 
 def test_multi_worker_needs_tf_config(monkeypatch):
-    from pipeline import train
+    from genni.pipeline.training import train
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     with pytest.raises(ValueError, match="TF_CONFIG"):

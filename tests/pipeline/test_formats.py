@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from pipeline import formats
-from pipeline.formats import Event, MalformedRecord
+from genni.pipeline.preprocess import formats
+from genni.pipeline.preprocess.formats import Event, MalformedRecord
 
 
 def test_amazon():

@@ -7,8 +7,10 @@ import os
 import pytest
 import tensorflow as tf
 
-from pipeline import cli, inmemory, outputs, schema, synthetic
-from pipeline.configs import PreprocessConfig
+from genni.components import schema
+from genni.pipeline.cli import main as cli
+from genni.pipeline.preprocess import inmemory, outputs, synthetic
+from genni.pipeline.preprocess.config import PreprocessConfig
 from tests.conftest import review
 
 SMALL = synthetic.SyntheticConfig(num_users=120, num_items=40, noise_users=5, seed=3)

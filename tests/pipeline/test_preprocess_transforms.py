@@ -10,7 +10,9 @@ import tensorflow as tf
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import formats, inmemory, preprocess, schema, sequences
+from genni.components import schema
+from genni.pipeline.preprocess import beam as preprocess
+from genni.pipeline.preprocess import formats, inmemory, sequences
 from tests.conftest import review
 
 

@@ -6,9 +6,11 @@ import os
 import numpy as np
 import pytest
 
-from models import s3rec
-from pipeline import cli, pretrain, schema, train
-from pipeline.configs import PretrainConfig, TrainConfig
+from genni.components import schema
+from genni.models import s3rec
+from genni.pipeline.cli import main as cli
+from genni.pipeline.training import pretrain, train
+from genni.pipeline.training.config import PretrainConfig, TrainConfig
 from tests.conftest import make_dataset
 
 MODEL = dict(hidden_size=16, num_layers=1, num_heads=2)

@@ -7,8 +7,10 @@ import re
 
 import pytest
 
-from pipeline import cli, report, rundir, train
-from pipeline.configs import TrainConfig
+from genni.pipeline.cli import main as cli
+from genni.pipeline.reproduce import report
+from genni.pipeline.training import rundir, train
+from genni.pipeline.training.config import TrainConfig
 from tests.conftest import make_dataset
 
 GRID = dataclasses.replace(
@@ -587,7 +589,7 @@ def test_a_killed_case_study_resumes_from_its_checkpoint(tmp_path, monkeypatch, 
         exclude_seen=True,
     )
     grid = dataclasses.replace(GRID, case_epochs=(1, 3), case_users=2)
-    from pipeline import data as data_module
+    from genni.pipeline.training import data as data_module
 
     train_dataset = data_module.train_dataset
     epochs_trained = []

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pipeline import rundir
+from genni.pipeline.training import rundir
 
 HOLDER = """
 import fcntl, os, sys, time

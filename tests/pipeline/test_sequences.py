@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline import schema, sequences
+from genni.components import schema
+from genni.pipeline.preprocess import sequences
 
 
 def test_order_events_sorts_by_time_then_item_and_drops_exact_duplicates():

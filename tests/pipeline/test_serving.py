@@ -19,8 +19,10 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from pipeline import client, export, serving, train
-from pipeline.configs import TrainConfig
+from genni.pipeline.serving import client, export
+from genni.pipeline.serving import server as serving
+from genni.pipeline.training import train
+from genni.pipeline.training.config import TrainConfig
 from tests.conftest import make_dataset
 
 

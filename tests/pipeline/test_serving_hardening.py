@@ -27,8 +27,11 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from pipeline import cli, export, serving, train, warmup
-from pipeline.configs import TrainConfig
+from genni.pipeline.cli import main as cli
+from genni.pipeline.serving import export, warmup
+from genni.pipeline.serving import server as serving
+from genni.pipeline.training import train
+from genni.pipeline.training.config import TrainConfig
 from tests.conftest import make_dataset
 
 PREDICT = "/v1/models/genni:predict"
@@ -154,7 +157,7 @@ def test_bad_version_directories_are_skipped_once_and_polling_goes_on(
     exported, server, caplog
 ):
     base, path, items = exported
-    caplog.set_level(logging.INFO, logger="pipeline.serving")
+    caplog.set_level(logging.INFO, logger="genni.pipeline.serving.server")
     assert _served(server) == 1
     _add_version(base, path, "\u00b2")  # "²".isdigit(), but int("²") fails.
     _add_version(base, path, "5", corrupt=_truncate_variables)

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from pipeline import synthetic
+from genni.pipeline.preprocess import synthetic
 
 
 def test_same_seed_same_log_and_another_seed_differs():

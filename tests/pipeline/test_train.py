@@ -6,8 +6,9 @@ import os
 import numpy as np
 import pytest
 
-from pipeline import cli, rundir, train
-from pipeline.configs import TrainConfig
+from genni.pipeline.cli import main as cli
+from genni.pipeline.training import rundir, train
+from genni.pipeline.training.config import TrainConfig
 from tests.conftest import make_dataset
 
 

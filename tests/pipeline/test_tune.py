@@ -5,8 +5,10 @@ import json
 import keras_tuner as kt
 import pytest
 
-from pipeline import cli, configs, train, tune
-from pipeline.configs import TrainConfig
+from genni.pipeline.cli import main as cli
+from genni.pipeline.training import config as configs
+from genni.pipeline.training import train, tune
+from genni.pipeline.training.config import TrainConfig
 from tests.conftest import make_dataset
 
 SMALL_SPACE = {

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pipeline import schema
+from genni.components import schema
 
 POSITIONS = "positions"  # [rows, T] position id of each token (0 at padding).
 SEGMENTS = "segments"  # [rows, T] 1, 2, ... per sequence in a row; 0 at padding.

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from pipeline.configs import (
+from genni.pipeline.training.config import (
     CANDIDATES,
     LOSSES,
     PRETRAIN_SAMPLERS,

@@ -35,13 +35,15 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from components.metrics import RankingAccumulator, in_history, target_ranks
-from components.samplers import GenNiSampler, PopularitySampler, UniformSampler
-from components.schedules import beta_for_epoch
-from models.retrieval import SequentialRetrievalModel
-from models.sasrec import SASRecEncoder
-from pipeline import data, packing, rundir, schema, sequences
-from pipeline.configs import STRATEGIES, PretrainConfig, TrainConfig
+from genni.components import packing, schema
+from genni.components.metrics import RankingAccumulator, in_history, target_ranks
+from genni.components.samplers import GenNiSampler, PopularitySampler, UniformSampler
+from genni.components.schedules import beta_for_epoch
+from genni.models.retrieval import SequentialRetrievalModel
+from genni.models.sasrec import SASRecEncoder
+from genni.pipeline.preprocess import sequences
+from genni.pipeline.training import data, rundir
+from genni.pipeline.training.config import STRATEGIES, PretrainConfig, TrainConfig
 
 _LOG = logging.getLogger(__name__)
 
@@ -141,7 +143,7 @@ def build_model(
 class Evaluator:
     """Full-ranking metrics of a model on one split (cached input).
 
-    `candidates`: the ranking rule of `components.metrics` ("new" or "all").
+    `candidates`: the ranking rule of `genni.components.metrics` ("new" or "all").
     After a call, `users` and `repeat_targets` (users whose target repeats an
     item of their history) describe the split.
     """
@@ -359,7 +361,7 @@ def _train(
             checkpoint.restore(state["checkpoint"]).assert_existing_objects_matched()
             print(f"Resumed {config.output} at epoch {state['epoch']}.")
         elif config.init_from:
-            from pipeline import pretrain
+            from genni.pipeline.training import pretrain
 
             loaded = pretrain.initialize(model.encoder, config)
             if verbose:

@@ -11,7 +11,7 @@ import os
 import urllib.error
 import urllib.request
 
-from pipeline import export
+from genni.pipeline.serving import export
 
 
 def _real(ids: list, scores: list, num_results: object = None) -> tuple[list, list]:

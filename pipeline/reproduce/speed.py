@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from pipeline.configs import TrainConfig
+from genni.pipeline.training.config import TrainConfig
 
 
 def step_times(
@@ -33,7 +33,8 @@ def step_times(
     """
     import tensorflow as tf
 
-    from pipeline import data, schema, train
+    from genni.components import schema
+    from genni.pipeline.training import data, train
 
     if rounds < 1 or steps < 1:
         raise ValueError(f"rounds and steps must be positive. Got {rounds}, {steps}.")

@@ -20,8 +20,9 @@ import time
 
 import keras_tuner as kt
 
-from pipeline import configs, train
-from pipeline.configs import TrainConfig
+from genni.pipeline.training import config as configs
+from genni.pipeline.training import train
+from genni.pipeline.training.config import TrainConfig
 
 OBJECTIVE = "NDCG@10"
 ORACLES = ("random", "bayesian", "hyperband")

@@ -31,8 +31,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pipeline import configs, rundir, schema
-from pipeline.configs import TrainConfig
+from genni.components import schema
+from genni.pipeline.training import config as configs
+from genni.pipeline.training import rundir
+from genni.pipeline.training.config import TrainConfig
 
 REPORT_FILE = "report.md"
 RESULTS_FILE = "results.json"
@@ -540,7 +542,7 @@ def run_grid(
     Several grids (processes) can share `runs`: a run that another one is
     training is skipped (`rundir.claim`), and one finished meanwhile is not
     trained again, so each process takes the next free run."""
-    from pipeline import train
+    from genni.pipeline.training import train
 
     def finished(run_dir: str) -> bool:
         return os.path.exists(os.path.join(run_dir, train.METRICS_FILE))
@@ -618,7 +620,7 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
     """
     import tensorflow as tf
 
-    from pipeline import data, train
+    from genni.pipeline.training import data, train
 
     path = os.path.join(output, CASE_STUDY_FILE)
     if os.path.exists(path):
@@ -749,7 +751,7 @@ def measure_speed(data: str, grid: Grid, output: str) -> dict:
     The runs' own epoch times depend on what else shared the machine; these do
     not (their ratios at least). Written to `REPORT_DIR/speed.json`.
     """
-    from pipeline import speed
+    from genni.pipeline.reproduce import speed
 
     configs = dict(experiments(grid)["efficiency"])
     times = speed.step_times(
@@ -1053,8 +1055,8 @@ def _main_section(table: dict, paper: dict, output: str) -> list[str]:
 
 def inconsistent_row_note(name: str, metrics: dict[str, float]) -> str | None:
     """A line saying that a paper row's HR@5/10 and NDCG@5/10 cannot come from
-    one set of rankings (`components.metrics.metrics_consistent`), or None."""
-    from components.metrics import metrics_consistent
+    one set of rankings (`genni.components.metrics.metrics_consistent`), or None."""
+    from genni.components.metrics import metrics_consistent
 
     ok, why = metrics_consistent(metrics)
     if ok:

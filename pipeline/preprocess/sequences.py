@@ -2,8 +2,8 @@
 
 Pure functions on plain Python values: ordering a user's events, one round of
 k-core filtering, id assignment, the leave-one-out split and the
-`tf.train.Example` encoding. The Beam transforms in `pipeline.preprocess` only
-decide where these run.
+`tf.train.Example` encoding. The Beam transforms in
+`genni.pipeline.preprocess.beam` only decide where these run.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable, Mapping, Sequence
 
-from pipeline import schema
+from genni.components import schema
 
 # A user's events as (timestamp, item, rating); rating may be None.
 RawEvent = tuple[float, str, "float | None"]

@@ -7,7 +7,7 @@ import glob
 import numpy as np
 import tensorflow as tf
 
-from pipeline import schema
+from genni.components import schema
 
 SHUFFLE_SEED_STRIDE = 1_000_003
 
@@ -52,7 +52,7 @@ def train_dataset(
 
     The order depends on nothing else, so a resumed run sees the same batches
     as an uninterrupted one. `pack`: each batch's sequences packed into as few
-    rows as fit (`pipeline.packing`).
+    rows as fit (`genni.components.packing`).
     """
     shuffled = cached.shuffle(
         buffer_size=1 << 20,
@@ -63,7 +63,7 @@ def train_dataset(
         shuffled = shuffled.apply(tf.data.experimental.assert_cardinality(num_examples))
     out = batches(shuffled, max_len, schema.TRAIN, batch_size)
     if pack:
-        from pipeline import packing
+        from genni.components import packing
 
         out = out.map(
             lambda features: packing.pack_features(features, max_len),

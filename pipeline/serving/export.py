@@ -31,9 +31,10 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from components.metrics import check_candidates
-from pipeline import data, schema, train
-from pipeline import warmup as serving_warmup
+from genni.components import schema
+from genni.components.metrics import check_candidates
+from genni.pipeline.serving import warmup as serving_warmup
+from genni.pipeline.training import data, train
 
 DEFAULT_K = 10
 SIGNATURE_TOP_K = "top_k"

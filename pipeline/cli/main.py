@@ -19,7 +19,9 @@ import os
 import sys
 import time
 
-from pipeline import outputs, preprocess, schema, synthetic
+from genni.components import schema
+from genni.pipeline.preprocess import beam as preprocess
+from genni.pipeline.preprocess import outputs, synthetic
 
 _LOG = logging.getLogger("genni")
 
@@ -109,7 +111,8 @@ def _stats(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _train(args: argparse.Namespace, extra: list[str]) -> int:
-    from pipeline import train, train_args
+    from genni.pipeline.cli import train_args
+    from genni.pipeline.training import train
 
     config = train_args.config_from_args(args)
     result = train.train(
@@ -124,7 +127,8 @@ def _train(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _pretrain(args: argparse.Namespace, extra: list[str]) -> int:
-    from pipeline import pretrain, train, train_args
+    from genni.pipeline.cli import train_args
+    from genni.pipeline.training import pretrain, train
 
     config = train_args.pretrain_config_from_args(args)
     state = pretrain.pretrain(
@@ -151,7 +155,7 @@ def _pretrain(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _report(args: argparse.Namespace, extra: list[str]) -> int:
-    from pipeline import report
+    from genni.pipeline.reproduce import report
 
     command = f"genni report --data {args.data} --output {args.output}"
     for flag, value in (
@@ -181,7 +185,7 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _evaluate(args: argparse.Namespace, extra: list[str]) -> int:
-    from pipeline import train
+    from genni.pipeline.training import train
 
     metrics, repeats = train.evaluate(args.run, args.data, args.split, args.candidates)
     if args.json:
@@ -200,7 +204,7 @@ def _evaluate(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _export(args: argparse.Namespace, extra: list[str]) -> int:
-    from pipeline import export
+    from genni.pipeline.serving import export
 
     path = export.export(
         args.run, args.output, args.version, args.k, args.data, args.candidates
@@ -210,7 +214,7 @@ def _export(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _serve(args: argparse.Namespace, extra: list[str]) -> int:
-    from pipeline import serving
+    from genni.pipeline.serving import server as serving
 
     server = serving.Server(
         args.model_base_path,
@@ -233,7 +237,7 @@ def _serve(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _recommend(args: argparse.Namespace, extra: list[str]) -> int:
-    from pipeline import client
+    from genni.pipeline.serving import client
 
     if bool(args.server) == bool(args.model_base_path):
         raise ValueError("Pass exactly one of --server URL or --model-base-path P.")
@@ -249,7 +253,7 @@ def _recommend(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _tune(args: argparse.Namespace, extra: list[str]) -> int:
-    from pipeline import tune
+    from genni.pipeline.training import tune
 
     result = tune.tune(
         args.data,
@@ -282,7 +286,7 @@ def format_table(metrics: dict) -> str:
 
 
 def format_metrics(result: dict) -> str:
-    from pipeline import train
+    from genni.pipeline.training import train
 
     lines = [
         f"Best epoch {result['best_epoch']} of {result['epochs_run']} "
@@ -335,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     synthetic.add_arguments(p)
     p.set_defaults(handler=_synth)
 
-    from pipeline import train_args
+    from genni.pipeline.cli import train_args
 
     p = commands.add_parser(
         "train",
@@ -489,7 +493,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def set_process_environment() -> None:
+    """What the `genni` process needs before TensorFlow starts (callers' own
+    settings win).
+
+    TensorFlow's pooling (BFC) allocator on the CPU too: with plain malloc each
+    training step maps and unmaps GenNi's large score blocks afresh, and the
+    page faults cost more than the math on small VMs (one Toys epoch, packed,
+    beside another run on 2 CPUs: 49 s with 26 s of it in the kernel, against
+    31 s with 2 s; `benchmarks/cpu_allocator.py`). Set
+    TF_CPU_ALLOCATOR_USE_BFC=false to go back to malloc.
+    """
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+
 def main(argv: list[str] | None = None) -> int:
+    set_process_environment()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     logging.basicConfig(

@@ -18,10 +18,10 @@ served. A version is loaded, checked to be a GenNi export (signatures
 `serving_default` and `top_k` with inputs `history` [and `k`], the
 `item_strings` variable) and warmed up (each signature at batch sizes 1 and 4,
 then the export's `assets.extra/tf_serving_warmup_requests`, see
-`pipeline.warmup`) before it takes traffic; then it is swapped in atomically,
-so requests in flight finish on the version they started with. A version that
-fails any of this is refused, logged once (again only if its files change),
-and the server keeps serving what it served; the poller never stops.
+`genni.pipeline.serving.warmup`) before it takes traffic; then it is swapped in
+atomically, so requests in flight finish on the version they started with. A
+version that fails any of this is refused, logged once (again only if its files
+change), and the server keeps serving what it served; the poller never stops.
 
 Hardening: ports in use are an error at start-up (gRPC without SO_REUSEPORT);
 REST has a listen backlog of REST_BACKLOG, at most MAX_CONNECTIONS open
@@ -62,7 +62,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from pipeline import export, warmup
+from genni.pipeline.serving import export, warmup
 
 _LOG = logging.getLogger(__name__)
 

@@ -45,8 +45,9 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindows
 
-from pipeline import formats, inmemory, outputs, schema, sequences
-from pipeline.configs import DEFAULT_MAX_KCORE_ROUNDS, PreprocessConfig
+from genni.components import schema
+from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
+from genni.pipeline.preprocess.config import DEFAULT_MAX_KCORE_ROUNDS, PreprocessConfig
 
 _LOG = logging.getLogger(__name__)
 

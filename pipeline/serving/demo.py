@@ -1,7 +1,8 @@
 """The serving part of `make demo`: start the endpoint, ask it over REST and
 gRPC for one user's next items, and stop it.
 
-    python -m pipeline.demo --model-base-path demo_out/models --data demo_out/data
+    python -m genni.pipeline.serving.demo \
+        --model-base-path demo_out/models --data demo_out/data
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import argparse
 import os
 import sys
 
-from pipeline import client, schema, serving
+from genni.components import schema
+from genni.pipeline.serving import client
+from genni.pipeline.serving import server as serving
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,11 +26,12 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from components.samplers import GenNiSampler, UniformSampler
-from models import s3rec
-from models.sasrec import SASRecEncoder
-from pipeline import data, rundir, schema
-from pipeline.configs import PretrainConfig, TrainConfig
+from genni.components import schema
+from genni.components.samplers import GenNiSampler, UniformSampler
+from genni.models import s3rec
+from genni.models.sasrec import SASRecEncoder
+from genni.pipeline.training import data, rundir
+from genni.pipeline.training.config import PretrainConfig, TrainConfig
 
 CONFIG_FILE = rundir.CONFIG_FILE
 STATE_FILE = rundir.STATE_FILE
@@ -163,7 +164,7 @@ def epoch_features(
 def build_pretrainer(
     config: PretrainConfig, info: schema.DatasetInfo, attributes: np.ndarray
 ) -> s3rec.S3RecPretrainer:
-    from pipeline.train import build_encoder
+    from genni.pipeline.training.train import build_encoder
 
     encoder = build_encoder(config, info)
     sampler_seed = config.seed * 7919 + 2

@@ -1,63 +1,12 @@
-"""Defaults and the validated settings of `genni preprocess`.
+"""The validated settings of `genni train` and `genni pretrain`.
 
-Only entry points (the CLI, benchmarks) build a `PreprocessConfig`; the pipeline
-functions take it as one explicit, typed argument.
+Only entry points (the CLI, benchmarks, the tuner) build a `TrainConfig` or
+`PretrainConfig`; the training functions take it as one explicit, typed argument.
 """
 
 from __future__ import annotations
 
 import dataclasses
-
-from pipeline import formats, schema
-
-DEFAULT_MAX_KCORE_ROUNDS = 30
-
-
-@dataclasses.dataclass(frozen=True)
-class PreprocessConfig:
-    """Settings of one preprocessing run.
-
-    Args:
-        input: file glob of the review log(s), plain or gzip.
-        output: directory to write (see `pipeline.schema`).
-        format: one of `formats.FORMATS`, or "auto" to detect from the first line.
-        min_count: k of the iterative k-core over users and items.
-        min_rating: keep only events with rating > min_rating (None keeps all).
-        max_len: most recent items kept per input sequence.
-        item_attributes: optional S3-Rec `item2attributes.json` keyed by raw id.
-        overwrite: replace a non-empty output directory.
-        max_kcore_rounds: fail (rather than write a wrong core) when k-core
-            filtering has not converged after this many rounds.
-    """
-
-    input: str
-    output: str
-    format: str = formats.AUTO
-    min_count: int = schema.DEFAULT_MIN_COUNT
-    min_rating: float | None = None
-    max_len: int = schema.DEFAULT_MAX_LEN
-    item_attributes: str | None = None
-    overwrite: bool = False
-    max_kcore_rounds: int = DEFAULT_MAX_KCORE_ROUNDS
-
-    def __post_init__(self) -> None:
-        if self.format not in (formats.AUTO, *formats.FORMATS):
-            raise ValueError(
-                f"`format` must be one of {(formats.AUTO, *formats.FORMATS)}. "
-                f"Got {self.format!r}."
-            )
-        if self.min_count < 1:
-            raise ValueError(f"`min_count` must be at least 1. Got {self.min_count}.")
-        if self.max_len < 1:
-            raise ValueError(f"`max_len` must be at least 1. Got {self.max_len}.")
-        if self.max_kcore_rounds < 1:
-            raise ValueError(
-                f"`max_kcore_rounds` must be at least 1. Got {self.max_kcore_rounds}."
-            )
-        if self.min_rating is not None and self.format == formats.SEQUENCES:
-            raise ValueError(
-                "`min_rating` needs ratings, and the sequences format has none."
-            )
 
 
 class _Settings:
@@ -108,7 +57,7 @@ class _Settings:
 
 
 SAMPLERS = ("uniform", "popularity", "genni")
-# Which items a ranking holds (`components.metrics.CANDIDATES`; kept here so
+# Which items a ranking holds (`genni.components.metrics.CANDIDATES`; kept here so
 # that `--help` needs no TensorFlow).
 CANDIDATES = ("new", "all")
 LOSSES = ("bce", "bpr", "softmax")
@@ -135,11 +84,11 @@ class TrainConfig(_Settings):
     `epochs`, `patience` (epochs without a better valid NDCG@10),
     `eval_every`, `batch_size`, `learning_rate`, `seed`, `pack` (several
     sequences per row of a training batch: the same outputs and loss, a
-    fraction of the encoder's work; see `pipeline.packing`). `init_from`: a
+    fraction of the encoder's work; see `genni.components.packing`). `init_from`: a
     `genni pretrain` directory whose encoder weights start the run.
     `candidates`: which items evaluation ranks, and `genni export` serves by
     default: "new" leaves out the items of the user's history (the paper's
-    protocol), "all" ranks every item (`components.metrics`).
+    protocol), "all" ranks every item (`genni.components.metrics`).
     """
 
     KIND = "training settings"

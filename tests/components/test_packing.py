@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from models.retrieval import SequentialRetrievalModel
-from models.sasrec import SASRecEncoder
-from pipeline import data, packing, schema, train
-from pipeline.configs import TrainConfig
+from genni.components import packing, schema
+from genni.models.retrieval import SequentialRetrievalModel
+from genni.models.sasrec import SASRecEncoder
+from genni.pipeline.training import data, train
+from genni.pipeline.training.config import TrainConfig
 from tests.conftest import make_dataset
 
 
@@ -84,7 +85,7 @@ def test_packed_loss_equals_unpacked(loss):
     )  # fmt: skip
     # The same (user, position) pairs: the softmax loss is the same, and for
     # BCE (negatives drawn in another order) the positives' mean score is.
-    from components.samplers import UniformSampler
+    from genni.components.samplers import UniformSampler
 
     sampler = UniformSampler(num_items, 1, seed=0)
     model = SequentialRetrievalModel(encoder, sampler, loss=loss)

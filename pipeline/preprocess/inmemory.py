@@ -17,8 +17,9 @@ from collections.abc import Mapping
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import formats, outputs, schema, sequences
-from pipeline.configs import PreprocessConfig
+from genni.components import schema
+from genni.pipeline.preprocess import formats, outputs, sequences
+from genni.pipeline.preprocess.config import PreprocessConfig
 
 
 def read_events(

@@ -1,0 +1,3 @@
+"""The `genni` command (`main`); the training flags shared by several commands
+live in `train_args`.
+"""
