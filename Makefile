@@ -34,7 +34,7 @@ demo: install
 		--epochs $(DEMO_EPOCHS) --quiet
 	$(GENNI) evaluate --run $(DEMO)/runs/genni --split test
 	$(GENNI) export --run $(DEMO)/runs/genni --output $(DEMO)/models
-	$(PY) -m genni.pipeline.serving.demo --model-base-path $(DEMO)/models --data $(DEMO)/data
+	$(PY) -m genni.pipeline.cli.demo --model-base-path $(DEMO)/models --data $(DEMO)/data
 
 lint: install
 	$(VENV)/bin/ruff check .

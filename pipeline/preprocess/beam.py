@@ -31,7 +31,6 @@ options, e.g. `--runner=DataflowRunner --project=... --region=...
 
 from __future__ import annotations
 
-import argparse
 import collections
 import logging
 from collections.abc import Iterable, Iterator, Mapping
@@ -47,7 +46,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from genni.components import schema
 from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
-from genni.pipeline.preprocess.config import DEFAULT_MAX_KCORE_ROUNDS, PreprocessConfig
+from genni.pipeline.preprocess.config import PreprocessConfig
 
 _LOG = logging.getLogger(__name__)
 
@@ -598,77 +597,3 @@ def preprocess(
         outputs.remove_tree(staging)
         raise
     return stats
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `genni preprocess` (Beam's own options pass through)."""
-    parser.add_argument(
-        "--input", required=True, help="Glob of review logs, plain or .gz."
-    )
-    parser.add_argument(
-        "--output", required=True, help="Directory to write (local or any Beam FS)."
-    )
-    parser.add_argument(
-        "--format",
-        default=formats.AUTO,
-        choices=(formats.AUTO, *formats.FORMATS),
-        help="Log format; 'auto' detects it from the first line (default).",
-    )
-    parser.add_argument(
-        "--min-count",
-        type=int,
-        default=schema.DEFAULT_MIN_COUNT,
-        help="k of the iterative k-core over users and items (default 5).",
-    )
-    parser.add_argument(
-        "--min-rating",
-        type=float,
-        default=None,
-        help="Keep only reviews with rating > R (default: keep all).",
-    )
-    parser.add_argument(
-        "--max-len",
-        type=int,
-        default=schema.DEFAULT_MAX_LEN,
-        help="Most recent items kept per sequence (default 50).",
-    )
-    parser.add_argument(
-        "--item-attributes",
-        default=None,
-        help="Item attributes keyed by raw item id: an S3-Rec item2attributes.json, "
-        "or item metadata lines (Amazon 2014/2018/2023: brand and categories; Yelp "
-        "business.json: categories); written re-keyed for `genni pretrain`.",
-    )
-    parser.add_argument(
-        "--max-kcore-rounds",
-        type=int,
-        default=DEFAULT_MAX_KCORE_ROUNDS,
-        help="Fail if the k-core has not converged after this many rounds.",
-    )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="Replace a non-empty --output."
-    )
-
-
-def config_from_args(args: argparse.Namespace) -> PreprocessConfig:
-    return PreprocessConfig(
-        input=args.input,
-        output=args.output,
-        format=args.format,
-        min_count=args.min_count,
-        min_rating=args.min_rating,
-        max_len=args.max_len,
-        item_attributes=args.item_attributes,
-        overwrite=args.overwrite,
-        max_kcore_rounds=args.max_kcore_rounds,
-    )
-
-
-def run(argv: list[str] | None = None) -> dict:
-    """Entry point: our flags, and every unknown flag handed to Beam."""
-    parser = argparse.ArgumentParser(
-        prog="genni preprocess", description=__doc__.split("\n\n")[0]
-    )
-    add_arguments(parser)
-    known, pipeline_args = parser.parse_known_args(argv)
-    return preprocess(config_from_args(known), pipeline_args)

@@ -12,7 +12,6 @@ and items that the k-core must remove.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gzip
 import json
@@ -143,30 +142,3 @@ def write_log(config: SyntheticConfig, path: str) -> int:
         for line in lines:
             f.write(line + "\n")
     return len(lines)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = SyntheticConfig()
-    parser.add_argument(
-        "--output", required=True, help="File to write (.json or .json.gz)."
-    )
-    parser.add_argument("--num-users", type=int, default=defaults.num_users)
-    parser.add_argument("--num-items", type=int, default=defaults.num_items)
-    parser.add_argument("--mean-length", type=float, default=defaults.mean_length)
-    parser.add_argument(
-        "--transition-prob",
-        type=float,
-        default=defaults.transition_prob,
-        help="Chance that the next item follows the planted transition graph.",
-    )
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-
-
-def config_from_args(args: argparse.Namespace) -> SyntheticConfig:
-    return SyntheticConfig(
-        num_users=args.num_users,
-        num_items=args.num_items,
-        mean_length=args.mean_length,
-        transition_prob=args.transition_prob,
-        seed=args.seed,
-    )

@@ -1,7 +1,7 @@
 """The serving part of `make demo`: start the endpoint, ask it over REST and
 gRPC for one user's next items, and stop it.
 
-    python -m genni.pipeline.serving.demo \
+    python -m genni.pipeline.cli.demo \
         --model-base-path demo_out/models --data demo_out/data
 """
 
@@ -12,15 +12,23 @@ import os
 import sys
 
 from genni.components import schema
-from genni.pipeline.serving import client
-from genni.pipeline.serving import server as serving
+from genni.pipeline.cli import quiet
+from genni.pipeline.cli.main import set_process_environment
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-base-path", required=True)
     parser.add_argument("--data", required=True, help="Dataset, to pick a user.")
+    parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
+    set_process_environment()
+    quiet.configure(args.verbose)
+    if not args.verbose:
+        quiet.start_quietly()
+    from genni.pipeline.serving import client
+    from genni.pipeline.serving import server as serving
+
     with open(os.path.join(args.data, schema.SEQUENCES_FILE)) as f:
         user, items = f.readline().rstrip("\n").split("\t")
     history = items.split()[:-1]  # Hold out the last item, as the test split does.

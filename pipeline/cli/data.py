@@ -1,0 +1,231 @@
+"""`genni preprocess`, `genni synth` and `genni stats`: the data commands.
+
+Their flags live here; the work is `genni.pipeline.preprocess`, imported when a
+command runs (so `genni --help` starts quickly and Beam's import-time messages
+come after logging is set up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from genni.components import schema
+from genni.pipeline.preprocess import formats
+from genni.pipeline.preprocess.config import DEFAULT_MAX_KCORE_ROUNDS, PreprocessConfig
+from genni.pipeline.preprocess.synthetic import SyntheticConfig
+
+
+def format_stats(stats: dict) -> str:
+    """The dataset table and what each filter removed, for people."""
+    kcore = stats["kcore"]
+    rows = [
+        ("format", stats["format"]),
+        ("lines read", f"{stats['lines_read']:,}"),
+        ("malformed lines (dead letter)", f"{stats['malformed_lines']:,}"),
+        ("events dropped by rating", f"{stats['dropped_by_rating']:,}"),
+        ("duplicate events dropped", f"{stats['duplicate_events']:,}"),
+        (
+            f"{stats['min_count']}-core removed",
+            f"{kcore['users_removed']:,} users, {kcore['items_removed']:,} items, "
+            f"{kcore['events_removed']:,} events in {kcore['rounds']} rounds",
+        ),
+        ("users", f"{stats['users']:,}"),
+        ("items", f"{stats['items']:,}"),
+        ("events", f"{stats['events']:,}"),
+        ("avg length", f"{stats['avg_length']:.2f}"),
+        ("sparsity", f"{100 * stats['sparsity']:.2f}%"),
+        (
+            "examples train/valid/test",
+            "/".join(f"{stats['examples'][s]:,}" for s in schema.SPLITS),
+        ),
+    ]
+    repeats = stats.get("repeats")
+    if repeats:
+        rows.append(
+            (
+                "repeated items",
+                f"{100 * repeats['event_share']:.1f}% of events; targets that "
+                f"repeat an earlier item: valid {repeats['valid_targets']:,} "
+                f"({100 * repeats['valid_share']:.1f}%), test "
+                f"{repeats['test_targets']:,} ({100 * repeats['test_share']:.1f}%)",
+            )
+        )
+    attributes = stats.get("item_attributes")
+    if attributes:
+        rows.append(
+            (
+                "item attributes",
+                f"{attributes['attributes']:,} attributes, "
+                f"{attributes['items_with_attributes']:,} items with some, "
+                f"{attributes['items_without_attributes']:,} without, "
+                f"{attributes.get('malformed_metadata_lines', 0):,} unreadable "
+                "metadata lines",
+            )
+        )
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)
+
+
+def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `genni preprocess` (Beam's own options pass through)."""
+    parser.add_argument(
+        "--input", required=True, help="Glob of review logs, plain or .gz."
+    )
+    parser.add_argument(
+        "--output", required=True, help="Directory to write (local or any Beam FS)."
+    )
+    parser.add_argument(
+        "--format",
+        default=formats.AUTO,
+        choices=(formats.AUTO, *formats.FORMATS),
+        help="Log format; 'auto' detects it from the first line (default).",
+    )
+    parser.add_argument(
+        "--min-count",
+        type=int,
+        default=schema.DEFAULT_MIN_COUNT,
+        help="k of the iterative k-core over users and items (default 5).",
+    )
+    parser.add_argument(
+        "--min-rating",
+        type=float,
+        default=None,
+        help="Keep only reviews with rating > R (default: keep all).",
+    )
+    parser.add_argument(
+        "--max-len",
+        type=int,
+        default=schema.DEFAULT_MAX_LEN,
+        help="Most recent items kept per sequence (default 50).",
+    )
+    parser.add_argument(
+        "--item-attributes",
+        default=None,
+        help="Item attributes keyed by raw item id: an S3-Rec item2attributes.json, "
+        "or item metadata lines (Amazon 2014/2018/2023: brand and categories; Yelp "
+        "business.json: categories); written re-keyed for `genni pretrain`.",
+    )
+    parser.add_argument(
+        "--max-kcore-rounds",
+        type=int,
+        default=DEFAULT_MAX_KCORE_ROUNDS,
+        help="Fail if the k-core has not converged after this many rounds.",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="Replace a non-empty --output."
+    )
+
+
+def preprocess_config_from_args(args: argparse.Namespace) -> PreprocessConfig:
+    return PreprocessConfig(
+        input=args.input,
+        output=args.output,
+        format=args.format,
+        min_count=args.min_count,
+        min_rating=args.min_rating,
+        max_len=args.max_len,
+        item_attributes=args.item_attributes,
+        overwrite=args.overwrite,
+        max_kcore_rounds=args.max_kcore_rounds,
+    )
+
+
+def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = SyntheticConfig()
+    parser.add_argument(
+        "--output", required=True, help="File to write (.json or .json.gz)."
+    )
+    parser.add_argument("--num-users", type=int, default=defaults.num_users)
+    parser.add_argument("--num-items", type=int, default=defaults.num_items)
+    parser.add_argument("--mean-length", type=float, default=defaults.mean_length)
+    parser.add_argument(
+        "--transition-prob",
+        type=float,
+        default=defaults.transition_prob,
+        help="Chance that the next item follows the planted transition graph.",
+    )
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+
+
+def synth_config_from_args(args: argparse.Namespace) -> SyntheticConfig:
+    return SyntheticConfig(
+        num_users=args.num_users,
+        num_items=args.num_items,
+        mean_length=args.mean_length,
+        transition_prob=args.transition_prob,
+        seed=args.seed,
+    )
+
+
+def _preprocess(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from genni.pipeline.preprocess import beam as preprocess
+
+    config = preprocess_config_from_args(args)
+    print(f"Preprocessing {config.input} -> {config.output} (Apache Beam)", flush=True)
+    start = time.perf_counter()
+    stats = preprocess.preprocess(config, beam_args)
+    print(f"Done in {time.perf_counter() - start:.1f} s.")
+    print(format_stats(stats))
+    if stats["malformed_lines"]:
+        print(
+            f"{stats['malformed_lines']:,} malformed lines set aside in "
+            f"{os.path.join(config.output, schema.DEAD_LETTER_DIR)}/"
+        )
+    return 0
+
+
+def _synth(args: argparse.Namespace, extra: list[str]) -> int:
+    from genni.pipeline.preprocess import synthetic
+
+    n = synthetic.write_log(synth_config_from_args(args), args.output)
+    print(f"Wrote {n:,} review lines to {args.output}")
+    return 0
+
+
+def _stats(args: argparse.Namespace, extra: list[str]) -> int:
+    path = os.path.join(args.data, schema.STATS_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found: run `genni preprocess` first.")
+    from genni.pipeline.preprocess import outputs
+
+    stats = outputs.read_json(path)
+    print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
+    return 0
+
+
+def add_preprocess(commands) -> None:
+    p = commands.add_parser(
+        "preprocess",
+        help="Review logs -> TFRecords of padded sequences (Apache Beam).",
+        description="Turn review logs (Amazon 2014/2018 or 2023, Yelp, ratings CSV, "
+        "S3-Rec sequence text; plain or gzip) into leave-one-out TFRecords, "
+        "vocabularies and dataset statistics. Flags not listed here go to Apache "
+        "Beam (e.g. --runner, --direct_num_workers).",
+    )
+    add_preprocess_arguments(p)
+    p.set_defaults(handler=_preprocess)
+
+
+def add_synth(commands) -> None:
+    from genni.pipeline.preprocess import synthetic
+
+    p = commands.add_parser(
+        "synth",
+        help="Write a synthetic review log with a planted sequential signal.",
+        description=synthetic.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_synth_arguments(p)
+    p.set_defaults(handler=_synth)
+
+
+def add_stats(commands) -> None:
+    p = commands.add_parser(
+        "stats", help="Print the statistics of a preprocessed dataset."
+    )
+    p.add_argument("data", help="Output directory of `genni preprocess`.")
+    p.add_argument("--json", action="store_true", help="Print stats.json as is.")
+    p.set_defaults(handler=_stats)

@@ -1,0 +1,84 @@
+"""Quiet by default: a command prints its own progress and results only.
+
+TensorFlow's C++ runtime writes start-up lines straight to the process's stderr
+while it is imported (oneDNN, CUDA stubs, "All log messages before
+absl::InitializeLog()"), before any logging switch applies; Beam logs "apitools
+not found" through the root logger. `start_quietly` imports TensorFlow with
+stderr (file descriptor 2) sent to a temporary file, then replays whatever in
+it is not known start-up noise, so a real error still shows. With `-v` nothing
+is hidden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sys
+import tempfile
+
+# Lines the TensorFlow runtime prints on every start on a machine like ours.
+NOISE = re.compile(
+    r"All log messages before absl::InitializeLog|"
+    r"oneDNN custom operations are on|"
+    r"cudart_stub\.cc|cuda_(platform|dnn|fft|blas)\.cc|cuInit|"
+    r"Unable to register cu(DNN|FFT|BLAS) factory|"
+    r"computation placer already registered|"
+    r"TensorFlow binary is optimized to use available CPU instructions|"
+    r"To enable the following instructions|"
+    r"rebuild TensorFlow with the appropriate compiler flags"
+)
+
+
+@contextlib.contextmanager
+def native_stderr_filtered():
+    """Send fd 2 to a temporary file inside the block; replay non-noise lines."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # No real stderr (embedded): nothing to do.
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode("utf-8", "replace").splitlines():
+                if line.strip() and not NOISE.search(line):
+                    print(line, file=sys.stderr)
+
+
+def configure(verbose: bool) -> None:
+    """Logging for a `genni` process: ours at INFO with -v, else WARNING;
+    libraries' (TensorFlow, absl, Beam) only errors unless -v."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if verbose:
+        return
+    # TF_CPP_MIN_LOG_LEVEL=3 also hides the C++ runtime's own ERROR lines after
+    # start-up (a failed cuInit on a machine without GPU, oneDNN's int64
+    # fallback); failures that matter reach Python as exceptions.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    logging.getLogger().setLevel(logging.ERROR)
+    logging.getLogger("genni").setLevel(logging.WARNING)
+    for name in ("apache_beam", "tensorflow", "absl", "keras_tuner", "h5py"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def start_quietly() -> None:
+    """Import TensorFlow (and Beam) with their start-up lines filtered out."""
+    with native_stderr_filtered():
+        import apache_beam  # noqa: F401  (its import-time warnings, here)
+        import tensorflow as tf
+
+        tf.get_logger().setLevel(logging.ERROR)
+        # The first device query is where a CPU-only machine reports cuInit.
+        tf.config.list_physical_devices()

@@ -1,0 +1,202 @@
+"""The house rules: one import name, floors that run one way, no import circle,
+no file over 700 lines, and quiet start-up."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = ("components", "models", "pipeline")
+MAX_LINES = 700
+# Each floor may import only the floors after it (and itself).
+FLOORS = [
+    ("genni.pipeline.cli",),
+    (
+        "genni.pipeline.reproduce",
+        "genni.pipeline.serving",
+        "genni.pipeline.training",
+        "genni.pipeline.preprocess",
+    ),
+    ("genni.models",),
+    ("genni.components",),
+]
+# Sideways imports between jobs of the same floor that are part of the design:
+# the report and the serving export read training runs; training reads the
+# dataset contract written by preprocessing.
+SIDEWAYS = {
+    ("genni.pipeline.reproduce", "genni.pipeline.training"),
+    ("genni.pipeline.serving", "genni.pipeline.training"),
+    ("genni.pipeline.training", "genni.pipeline.preprocess"),
+    ("genni.pipeline.reproduce", "genni.pipeline.preprocess"),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["genni", *parts])
+
+
+def sources() -> dict[str, Path]:
+    return {
+        module_name(p): p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")
+    }
+
+
+def imports(path: Path, modules: set[str]) -> set[str]:
+    """The project modules `path` imports, at any depth of its code."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in modules else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m.startswith("genni.") and m in modules}
+
+
+def graph() -> dict[str, set[str]]:
+    files = sources()
+    modules = set(files)
+    return {m: imports(p, modules) for m, p in files.items()}
+
+
+def floor_of(module: str) -> tuple[int, str] | None:
+    for level, packages in enumerate(FLOORS):
+        for package in packages:
+            if module == package or module.startswith(package + "."):
+                return level, package
+    return None
+
+
+def test_floors_run_one_way():
+    climbs = []
+    for module, targets in graph().items():
+        here = floor_of(module)
+        for target in targets:
+            there = floor_of(target)
+            if here is None or there is None or here[1] == there[1]:
+                continue
+            if there[0] < here[0] or (
+                there[0] == here[0] and (here[1], there[1]) not in SIDEWAYS
+            ):
+                climbs.append(f"{module} -> {target}")
+    assert not climbs, "imports against the floors:\n" + "\n".join(sorted(climbs))
+
+
+def test_models_and_components_import_nothing_from_pipeline():
+    for module, targets in graph().items():
+        if module.startswith(("genni.models", "genni.components")):
+            assert not [t for t in targets if t.startswith("genni.pipeline")], module
+
+
+def test_no_import_circle():
+    edges = graph()
+    # Tarjan would do; the graph is small, so a DFS for back edges is enough.
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt.startswith(node + "."):  # A package importing its own module.
+                continue
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_file_over_the_limit():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in sources().values()
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"files over {MAX_LINES} lines: {long}"
+
+
+def test_one_import_name_outside_the_repository(tmp_path):
+    """Installed, the folders are `genni.*`; nothing generic is importable."""
+    code = (
+        "import importlib.util, genni.models, genni.components, genni.pipeline\n"
+        "print([importlib.util.find_spec(n) is None for n in "
+        "('models', 'pipeline', 'components')])\n"
+        "print(genni.models.__name__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    assert out[0] == "[True, True, True]"
+    assert out[1] == "genni.models"
+
+
+def test_importing_the_package_leaves_the_allocator_alone(tmp_path):
+    code = (
+        "import os; import genni.pipeline.training.train, genni.models.sasrec\n"
+        "print(os.environ.get('TF_CPU_ALLOCATOR_USE_BFC'))\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "TF_CPU_ALLOCATOR_USE_BFC")
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.strip() == "None"
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_start_up_noise_only_with_verbose(tmp_path, verbose):
+    """`genni` with TensorFlow: no runtime start-up lines unless -v."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")
+    }
+    code = (
+        "import sys; from genni.pipeline.cli import main\n"
+        "sys.exit(main.main(sys.argv[1:]))\n"
+    )
+    args = ["-v"] if verbose else []
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args, "evaluate", "--run", "missing"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    noisy = "absl::InitializeLog" in done.stderr or "oneDNN" in done.stderr
+    assert noisy == verbose, done.stderr
+    if not verbose:  # Errors always show.
+        assert done.stderr.strip().startswith("genni evaluate: error:")
