@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from genni.pipeline.preprocess import atomic
+
 
 class OutputExistsError(FileExistsError):
     """The output directory holds files and --overwrite was not given."""
@@ -56,11 +58,10 @@ def remove_tree(path: str) -> None:
 
 def commit(staging: str, output: str) -> None:
     """Move a finished staging directory to `output`, replacing what was there."""
-    remove_tree(output)
     if _is_local(output):
-        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-        os.replace(staging, output)
+        atomic.move_into_place(staging, output, replace=True)
         return
+    remove_tree(output)
     sources = [m.path for m in FileSystems.match([staging + "/**"])[0].metadata_list]
     destinations = [output.rstrip("/") + p[len(staging.rstrip("/")) :] for p in sources]
     FileSystems.rename(sources, destinations)

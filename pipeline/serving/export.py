@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from genni.components import schema
 from genni.components.metrics import check_candidates
+from genni.pipeline.preprocess import atomic
 from genni.pipeline.serving import warmup as serving_warmup
 from genni.pipeline.training import data, train
 
@@ -189,7 +190,7 @@ def export(
         raise FileExistsError(f"{final!r} exists; choose another --version.")
     os.makedirs(base, exist_ok=True)
     staging = os.path.join(base, f".staging-{version}-{uuid.uuid4().hex[:8]}")
-    try:
+    with atomic.staged(final, staging):  # TF Serving never sees half a version.
         tf.saved_model.save(
             module,
             staging,
@@ -200,10 +201,6 @@ def export(
             },
         )
         serving_warmup.write(staging, items)
-        os.rename(staging, final)  # TF Serving never sees a half-written version.
-    except BaseException:
-        tf.io.gfile.rmtree(staging) if tf.io.gfile.exists(staging) else None
-        raise
     return final
 
 

@@ -16,6 +16,8 @@ import json
 import os
 from collections.abc import Iterator
 
+from genni.pipeline.preprocess import atomic
+
 CONFIG_FILE = "config.json"
 STATE_FILE = "state.json"
 METRICS_FILE = "metrics.json"  # Written when a run has finished.
@@ -65,11 +67,9 @@ def claim(output: str) -> Iterator[None]:
 def write_json(path: str, value: object) -> None:
     """Write JSON atomically (a killed run never leaves half a file, and
     processes writing the same file never share a temporary one)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
+    with atomic.staged(path, f"{path}.{os.getpid()}.tmp") as tmp, open(tmp, "w") as f:
         json.dump(value, f, indent=2, sort_keys=True)
         f.write("\n")
-    os.replace(tmp, path)
 
 
 def read_json(path: str) -> dict:

@@ -28,7 +28,7 @@ from tensorflow_serving.apis import (
 )
 
 from genni.pipeline.cli import main as cli
-from genni.pipeline.serving import export, warmup
+from genni.pipeline.serving import export, predict, warmup
 from genni.pipeline.serving import server as serving
 from genni.pipeline.training import train
 from genni.pipeline.training.config import TrainConfig
@@ -476,13 +476,13 @@ def test_a_version_is_warmed_up_before_it_takes_traffic(exported, monkeypatch):
         for r in requests
     } == {(s, b) for s in ("serving_default", "top_k") for b in warmup.BATCH_SIZES}
     calls = []
-    run = serving.run_signature
+    run = predict.run_signature
 
     def record(model, signature, history, k):
         calls.append((signature, history.shape[0]))
         return run(model, signature, history, k)
 
-    monkeypatch.setattr(serving, "run_signature", record)
+    monkeypatch.setattr(predict, "run_signature", record)  # What warm_up calls.
     serving.load_servable(path, 1)
     assert {
         (signature, batch)
