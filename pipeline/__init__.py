@@ -6,5 +6,7 @@
 - `reproduce`: the paper's tables and figures from archived runs.
 - `cli`: the `genni` command; every flag lives there.
 
+`atomic` (stage an output, then move it into place) is shared by the jobs.
+
 Importing never changes the process's environment; the CLI sets what it needs.
 """

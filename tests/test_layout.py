@@ -23,6 +23,7 @@ FLOORS = [
         "genni.pipeline.training",
         "genni.pipeline.preprocess",
     ),
+    ("genni.pipeline.atomic",),  # Shared by the jobs; standard library only.
     ("genni.models",),
     ("genni.components",),
 ]

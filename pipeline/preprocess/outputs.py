@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from genni.pipeline.preprocess import atomic
+from genni.pipeline import atomic
 
 
 class OutputExistsError(FileExistsError):

@@ -33,7 +33,7 @@ import tensorflow as tf
 
 from genni.components import schema
 from genni.components.metrics import check_candidates
-from genni.pipeline.preprocess import atomic
+from genni.pipeline import atomic
 from genni.pipeline.serving import warmup as serving_warmup
 from genni.pipeline.training import data, train
 

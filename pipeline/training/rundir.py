@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import Iterator
 
-from genni.pipeline.preprocess import atomic
+from genni.pipeline import atomic
 
 CONFIG_FILE = "config.json"
 STATE_FILE = "state.json"

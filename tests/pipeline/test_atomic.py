@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from genni.pipeline.preprocess import atomic
+from genni.pipeline import atomic
 
 
 def test_a_staged_directory_appears_under_its_final_name(tmp_path):
