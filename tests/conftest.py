@@ -45,3 +45,29 @@ def make_dataset(root, num_users, num_items, seed, max_len):
     synthetic.write_log(config, log)
     out = str(root / "data")
     return out, inmemory.run(PreprocessConfig(input=log, output=out, max_len=max_len))
+
+
+def train_and_export(root, *, num_users, num_items, seed, max_len, hidden_size, heads):
+    """A one-epoch tiny run on a synthetic dataset, exported with k=5:
+    (run dir, MODEL_BASE, version path, item ids)."""
+    from genni.pipeline.serving import export
+    from genni.pipeline.training import train
+    from genni.pipeline.training.config import TrainConfig
+
+    data, _ = make_dataset(root, num_users, num_items, seed, max_len)
+    run = str(root / "run")
+    config = TrainConfig(
+        data=data,
+        output=run,
+        epochs=1,
+        hidden_size=hidden_size,
+        num_layers=1,
+        num_heads=heads,
+        batch_size=64,
+    )
+    train.train(config, verbose=0)
+    base = str(root / "models")
+    path = export.export(run, base, k=5)
+    with open(os.path.join(data, "items.txt")) as f:
+        items = f.read().splitlines()
+    return run, base, path, items

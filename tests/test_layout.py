@@ -134,6 +134,19 @@ def test_no_file_over_the_limit():
     assert not long, f"files over {MAX_LINES} lines: {long}"
 
 
+def run_python(cwd, code, *args, drop=(), check=True):
+    """`python -c code args` in `cwd`, without PYTHONPATH and the `drop` vars."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", *drop)}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=check,
+    )
+
+
 def test_one_import_name_outside_the_repository(tmp_path):
     """Installed, the folders are `genni.*`; nothing generic is importable."""
     code = (
@@ -142,15 +155,7 @@ def test_one_import_name_outside_the_repository(tmp_path):
         "('models', 'pipeline', 'components')])\n"
         "print(genni.models.__name__)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\n")
+    out = run_python(tmp_path, code).stdout.split("\n")
     assert out[0] == "[True, True, True]"
     assert out[1] == "genni.models"
 
@@ -160,41 +165,27 @@ def test_importing_the_package_leaves_the_allocator_alone(tmp_path):
         "import os; import genni.pipeline.training.train, genni.models.sasrec\n"
         "print(os.environ.get('TF_CPU_ALLOCATOR_USE_BFC'))\n"
     )
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("PYTHONPATH", "TF_CPU_ALLOCATOR_USE_BFC")
-    }
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = run_python(tmp_path, code, drop=("TF_CPU_ALLOCATOR_USE_BFC",)).stdout
     assert out.strip() == "None"
 
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_start_up_noise_only_with_verbose(tmp_path, verbose):
     """`genni` with TensorFlow: no runtime start-up lines unless -v."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")
-    }
     code = (
         "import sys; from genni.pipeline.cli import main\n"
         "sys.exit(main.main(sys.argv[1:]))\n"
     )
     args = ["-v"] if verbose else []
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args, "evaluate", "--run", "missing"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+    done = run_python(
+        tmp_path,
+        code,
+        *args,
+        "evaluate",
+        "--run",
+        "missing",
+        drop=("TF_CPP_MIN_LOG_LEVEL",),
+        check=False,
     )
     assert done.returncode != 0
     noisy = "absl::InitializeLog" in done.stderr or "oneDNN" in done.stderr

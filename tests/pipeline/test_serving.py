@@ -22,32 +22,20 @@ from tensorflow_serving.apis import (
 from genni.pipeline.serving import client, export
 from genni.pipeline.serving import server as serving
 from genni.pipeline.training import train
-from genni.pipeline.training.config import TrainConfig
-from tests.conftest import make_dataset
+from tests.conftest import train_and_export
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve")
-    data, _ = make_dataset(root, num_users=300, num_items=80, seed=2, max_len=8)
-    run = str(root / "run")
-    train.train(
-        TrainConfig(
-            data=data,
-            output=run,
-            epochs=1,
-            hidden_size=16,
-            num_layers=1,
-            num_heads=2,
-            batch_size=64,
-        ),
-        verbose=0,
+    return train_and_export(
+        tmp_path_factory.mktemp("serve"),
+        num_users=300,
+        num_items=80,
+        seed=2,
+        max_len=8,
+        hidden_size=16,
+        heads=2,
     )
-    base = str(root / "models")
-    path = export.export(run, base, k=5)
-    with open(os.path.join(data, "items.txt")) as f:
-        items = f.read().splitlines()
-    return run, base, path, items
 
 
 @pytest.fixture(scope="module")

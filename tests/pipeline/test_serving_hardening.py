@@ -28,36 +28,24 @@ from tensorflow_serving.apis import (
 )
 
 from genni.pipeline.cli import main as cli
-from genni.pipeline.serving import export, predict, warmup
+from genni.pipeline.serving import predict, warmup
 from genni.pipeline.serving import server as serving
-from genni.pipeline.training import train
-from genni.pipeline.training.config import TrainConfig
-from tests.conftest import make_dataset
+from tests.conftest import train_and_export
 
 PREDICT = "/v1/models/genni:predict"
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    root = tmp_path_factory.mktemp("harden")
-    data, _ = make_dataset(root, num_users=200, num_items=40, seed=3, max_len=6)
-    run = str(root / "run")
-    train.train(
-        TrainConfig(
-            data=data,
-            output=run,
-            epochs=1,
-            hidden_size=8,
-            num_layers=1,
-            num_heads=1,
-            batch_size=64,
-        ),
-        verbose=0,
+    _, base, path, items = train_and_export(
+        tmp_path_factory.mktemp("harden"),
+        num_users=200,
+        num_items=40,
+        seed=3,
+        max_len=6,
+        hidden_size=8,
+        heads=1,
     )
-    base = str(root / "models")
-    path = export.export(run, base, k=5)
-    with open(os.path.join(data, "items.txt")) as f:
-        items = f.read().splitlines()
     return base, path, items
 
 
