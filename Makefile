@@ -10,7 +10,6 @@ DEMO_EPOCHS := 8
 SHARED := ../shared/data
 
 export TF_USE_LEGACY_KERAS := 1
-export TF_CPP_MIN_LOG_LEVEL := 2
 
 .PHONY: install demo test lint format bench-preprocess bench-samplers bench-allocator bench-pretrain check-toys \
 	reproduce-beauty reproduce-toys clean
