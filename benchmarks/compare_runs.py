@@ -17,7 +17,8 @@ import sys
 
 from _common import machine, write_results
 
-from genni.pipeline.reproduce.report import METRICS as TEST_METRICS
+from genni.pipeline.reproduce.commands import relative, shell_line
+from genni.pipeline.reproduce.paper import METRICS as TEST_METRICS
 from genni.pipeline.training import rundir
 from genni.pipeline.training.config import TrainConfig
 
@@ -33,7 +34,7 @@ def load(run_dir: str) -> dict:
     metrics_path = os.path.join(run_dir, "metrics.json")
     if os.path.exists(metrics_path):
         metrics = rundir.read_json(metrics_path)
-        history = metrics["history"]
+        history = metrics.get("history", [])
         finished = True
         test = metrics["test"]
     else:
@@ -47,14 +48,17 @@ def load(run_dir: str) -> dict:
         test = None
     scored = [r for r in history if "valid" in r]
     best = max(scored, key=lambda r: r["valid"]["NDCG@10"], default=None)
+    if finished and (best is None or "HR@10" not in best["valid"]):
+        # Restored from an archive: its history keeps valid NDCG@10 only.
+        best = {"epoch": metrics["best_epoch"], "valid": metrics.get("valid", {})}
     return {
         "run": os.path.basename(os.path.normpath(run_dir)),
         "config": config,
         "finished": finished,
-        "epochs": len(history),
+        "epochs": metrics.get("epochs_run", len(history)) if finished else len(history),
         "best_epoch": best["epoch"] if best else None,
-        "best_valid_ndcg10": best["valid"]["NDCG@10"] if best else None,
-        "best_valid_hr10": best["valid"]["HR@10"] if best else None,
+        "best_valid_ndcg10": best["valid"].get("NDCG@10") if best else None,
+        "best_valid_hr10": best["valid"].get("HR@10") if best else None,
         "test": test,
     }
 
@@ -83,10 +87,10 @@ def markdown(runs: list[dict], title: str, command: str) -> str:
         )
         best = (
             f"{r['best_valid_ndcg10']:.2f} ({r['best_epoch']})"
-            if r["best_epoch"]
+            if r["best_valid_ndcg10"] is not None
             else "-"
         )
-        hr = f"{r['best_valid_hr10']:.2f}" if r["best_epoch"] else "-"
+        hr = f"{r['best_valid_hr10']:.2f}" if r["best_valid_hr10"] is not None else "-"
         test = (
             [f"{r['test'][name]:.2f}" for name in TEST_METRICS]
             if r["test"]
@@ -124,9 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Not runs of `genni train`: {', '.join(missing)}", file=sys.stderr)
         return 2
     runs = [load(r) for r in args.runs]
-    command = "python benchmarks/compare_runs.py " + " ".join(
-        [*args.runs, "--name", args.name]
-    )
+    words = ["python", "benchmarks/compare_runs.py", *map(relative, args.runs)]
+    command = shell_line([*words, "--name", args.name])
     text = markdown(runs, args.title or args.name, command)
     print(text)
     write_results(

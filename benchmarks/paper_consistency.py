@@ -8,26 +8,28 @@ outside them (after allowing for rounding to two decimals) mixes numbers from
 different runs, epochs or definitions. For such a row it also gives the
 largest HR@10 that the row's HR@5, NDCG@5 and NDCG@10 allow.
 
-    python benchmarks/paper_consistency.py [RUN_METRICS_JSON ...]
+    python benchmarks/paper_consistency.py [RUN_METRICS_JSON | RECORD_JSONL ...]
 
-Without arguments it checks the paper's rows and every metrics.json under
-benchmarks/results/runs/ (our finished runs: a failure there is a bug in our
-metrics). Writes results/paper_consistency.{json,md}.
+Without arguments it checks the paper's rows and every run of the record
+benchmarks/results/runs.jsonl (our finished runs: a failure there is a bug in
+our metrics). Writes results/paper_consistency.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys
 
 from _common import RESULTS, machine, write_results
-from reproduce import PAPER
 
 from genni.components.metrics import metrics_consistent, ndcg_gap_bounds
-from genni.pipeline.reproduce.report import METRICS as FOUR
+from genni.pipeline.reproduce import records
+from genni.pipeline.reproduce.paper import METRICS as FOUR
+from genni.pipeline.reproduce.paper import PAPER
+
+RECORD = RESULTS / "runs.jsonl"
 
 
 def largest_hr10(metrics: dict[str, float]) -> float:
@@ -47,12 +49,27 @@ def check(name: str, metrics: dict[str, float]) -> dict:
     }
 
 
+def runs_test(paths: list[str]) -> list[tuple[str, dict[str, float]]]:
+    """(name, test metrics) of each run: a record's runs by their names, a
+    metrics.json by its file name."""
+    found = []
+    for path in paths:
+        if path.endswith(records.RECORD_SUFFIX):
+            found += [(r["name"], r["test"]) for r in records.read(path)]
+            continue
+        with open(path) as f:
+            test = json.load(f)["test"]
+        found.append((os.path.splitext(os.path.basename(path))[0], test))
+    return found
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "runs",
         nargs="*",
-        help="metrics.json files of finished runs (default: results/runs/*.json)",
+        help="metrics.json files of finished runs, or record files (default: "
+        "results/runs.jsonl)",
     )
     args = parser.parse_args(argv)
     paper = [
@@ -61,12 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
         for variant, metrics in rows.items()
         if all(m in metrics for m in FOUR)
     ]
-    paths = args.runs or sorted(glob.glob(str(RESULTS / "runs" / "*.json")))
-    ours = []
-    for path in paths:
-        with open(path) as f:
-            test = json.load(f)["test"]
-        ours.append(check(os.path.splitext(os.path.basename(path))[0], test))
+    ours = [check(name, test) for name, test in runs_test(args.runs or [str(RECORD)])]
 
     lines = [
         "# Paper rows vs the HR/NDCG bound",

@@ -1,9 +1,10 @@
 """Reproduce the paper's table: uniform, popularity, GenNi and S3-Rec variants.
 
-Each (variant, seed) trains into RUNS_DIR/<dataset>_<variant>_s<seed> with
-`genni train` settings; a run whose metrics.json exists is reused, a killed one
-resumes. Writes a Markdown table (mean +- std over seeds, test, %) beside the
-paper's numbers, with seconds per epoch.
+Each (variant, seed) trains into RUNS_DIR/<dataset>_<variant>_s<seed>
+(`keys.variant_run_name`) with `genni train` settings; a run whose metrics.json
+exists is reused, a killed one resumes. Writes a Markdown table (mean +- std
+over seeds, test, %) beside the paper's numbers (`paper.PAPER`), with seconds
+per epoch.
 
     python benchmarks/reproduce.py --data DIR --dataset beauty --seeds 0 1 2 3 \\
         [--variants uniform genni ...] [--runs-dir runs] [--epochs 200]
@@ -19,8 +20,10 @@ import sys
 
 from _common import RESULTS, machine, write_results
 
-from genni.pipeline.reproduce import report
-from genni.pipeline.reproduce.report import METRICS, inconsistent_row_note
+from genni.pipeline.reproduce import keys, records
+from genni.pipeline.reproduce.commands import relative, shell_line
+from genni.pipeline.reproduce.paper import METRICS, PAPER
+from genni.pipeline.reproduce.sections import inconsistent_row_note
 from genni.pipeline.training import train
 from genni.pipeline.training.config import DEFAULT_ALPHA_STEP, TrainConfig
 
@@ -50,27 +53,6 @@ VARIANTS = {
 }
 PRETRAINED = ("s3rec", "s3rec_genni")
 
-# Test metrics (%) from the paper (GENNI.md; beta rows from its fixed vs growing
-# beta table, which gives HR@5 and NDCG@5), by dataset and variant.
-PAPER = {
-    "beauty": {
-        "uniform": {"HR@5": 3.84, "HR@10": 6.07, "NDCG@5": 2.49, "NDCG@10": 3.21},
-        "popularity": {"HR@5": 4.08, "HR@10": 6.18, "NDCG@5": 2.69, "NDCG@10": 3.37},
-        "genni": {"HR@5": 6.30, "HR@10": 8.79, "NDCG@5": 4.48, "NDCG@10": 5.33},
-        "genni_beta0.1": {"HR@5": 6.09, "NDCG@5": 4.33},
-        "genni_growing_m20": {"HR@5": 6.35, "NDCG@5": 4.53},
-        "s3rec": {"HR@5": 3.85, "HR@10": 6.35, "NDCG@5": 2.40, "NDCG@10": 3.20},
-        "s3rec_genni": {"HR@5": 6.47, "HR@10": 9.45, "NDCG@5": 4.64, "NDCG@10": 5.39},
-    },
-    "toys": {
-        "uniform": {"HR@5": 4.68, "HR@10": 6.81, "NDCG@5": 3.18, "NDCG@10": 3.87},
-        "genni": {"HR@5": 7.18, "HR@10": 9.96, "NDCG@5": 5.15, "NDCG@10": 5.90},
-        "genni_beta0.1": {"HR@5": 6.50, "NDCG@5": 4.72},
-        "genni_growing_m20": {"HR@5": 7.16, "NDCG@5": 5.07},
-        "s3rec_genni": {"HR@5": 6.96, "HR@10": 9.50, "NDCG@5": 4.89, "NDCG@10": 5.86},
-    },
-}
-
 
 def run_variant(
     data: str,
@@ -84,7 +66,7 @@ def run_variant(
     include_running: bool = False,
     pretrain_epochs: int = 100,
 ) -> dict | None:
-    output = os.path.join(runs_dir, f"{dataset}_{variant}_s{seed}")
+    output = os.path.join(runs_dir, keys.variant_run_name(dataset, variant, seed))
     if not os.path.exists(output):
         # The same settings may have run under another name (a report grid's
         # run, packed or not, or one restored from an archive): reuse it.
@@ -120,15 +102,15 @@ def run_variant(
 
 def finished_twin(runs_dir: str, config: TrainConfig) -> str | None:
     """A finished run in `runs_dir` with `config`'s settings, whatever its name."""
-    key = report.run_key(config, report.data_fingerprint(config.data))
-    found = report.existing_runs(runs_dir).get(key)
+    key = keys.run_key(config, keys.data_fingerprint(config.data))
+    found = keys.existing_runs(runs_dir).get(key)
     if found and os.path.exists(os.path.join(found[0], train.METRICS_FILE)):
         return found[0]
     return None
 
 
 def pretrain_dir(runs_dir: str, dataset: str, seed: int) -> str:
-    return os.path.join(runs_dir, f"{dataset}_pretrain_s{seed}")
+    return os.path.join(runs_dir, keys.pretrain_run_name(dataset, seed))
 
 
 def pretrained(data: str, runs_dir: str, dataset: str, seed: int, epochs: int) -> str:
@@ -162,6 +144,16 @@ def running_snapshot(output: str) -> dict:
         "seconds_per_epoch": statistics.median(seconds),
         "running": True,
     }
+
+
+def command(args: argparse.Namespace) -> str:
+    """This run's command line, paths relative to the working directory."""
+    words = ["python", "benchmarks/reproduce.py", "--data", relative(args.data)]
+    words += ["--dataset", args.dataset, "--runs-dir", relative(args.runs_dir)]
+    words += ["--seeds", *map(str, args.seeds), "--variants", *args.variants]
+    if args.archive:
+        words += ["--archive", relative(args.archive)]
+    return shell_line(words)
 
 
 def mean_std(values: list[float]) -> str:
@@ -199,14 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--archive",
         default=None,
-        help="A directory of finished runs' metrics.json (e.g. "
-        "benchmarks/results/runs): runs kept there are restored into --runs-dir "
-        "instead of trained again, and finished runs are added to it.",
+        help="A record of finished runs, one line each (e.g. "
+        "benchmarks/results/runs.jsonl; a directory of their metrics.json also "
+        "works): runs kept there are restored into --runs-dir instead of "
+        "trained again, and finished runs are added to it.",
     )
     args = parser.parse_args(argv)
 
     if args.archive:
-        restored = report.restore_runs(args.archive, args.runs_dir, args.data)
+        restored = records.restore_runs(args.archive, args.runs_dir, args.data)
         if restored:
             print(f"{len(restored)} finished runs restored from {args.archive}.")
     rows = {}
@@ -256,11 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         f"# Reproduction: {args.dataset}\n",
         f"Test metrics (%), full ranking, mean +- std over the seeds each "
         f"variant has finished (of {args.seeds}); paper numbers in brackets. "
-        f"Runs in `{args.runs_dir}`. Seconds per epoch are medians of runs that "
-        "often shared the machine: `benchmarks/sampler_speed.py` measures speed. "
-        "A run of the same settings under another name (a `genni report` grid's) "
-        "is reused; `(packed)`: trained on packed batches (`--pack`), the same "
-        "model and loss.\n",
+        f"Runs in `{relative(args.runs_dir)}`. Seconds per epoch are medians of "
+        "runs that often shared the machine: `benchmarks/sampler_speed.py` "
+        "measures speed. A run of the same settings under another name (a "
+        "`genni report` grid's) is reused; `(packed)`: trained on packed "
+        "batches (`--pack`), the same model and loss.\n",
         "| variant | seeds | " + " | ".join(METRICS) + " | best epoch | s / epoch |",
         "|---|---|" + "---|" * (len(METRICS) + 2),
     ]
@@ -289,17 +282,9 @@ def main(argv: list[str] | None = None) -> int:
             note = inconsistent_row_note(variant, paper[variant])
             if note:
                 lines.append(f"\n{note}")
-    lines.append(
-        "\nCommand: `python benchmarks/reproduce.py --data "
-        f"{args.data} --dataset {args.dataset} --runs-dir {args.runs_dir} --seeds "
-        + " ".join(map(str, args.seeds))
-        + " --variants "
-        + " ".join(args.variants)
-        + (f" --archive {args.archive}" if args.archive else "")
-        + "`\n"
-    )
+    lines.append(f"\nCommand: `{command(args)}`\n")
     if args.archive:
-        report.archive_runs(finished, args.archive, args.dataset)
+        records.archive_runs(finished, args.archive, args.dataset)
     markdown = "\n".join(lines)
     print(markdown)
     write_results(

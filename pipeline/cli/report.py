@@ -10,18 +10,7 @@ REPORT_DATASETS = ("beauty", "toys")  # Those with the paper's numbers.
 def _report(args: argparse.Namespace, extra: list[str]) -> int:
     from genni.pipeline.reproduce import report
 
-    command = f"genni report --data {args.data} --output {args.output}"
-    for flag, value in (
-        ("--runs-dir", args.runs_dir),
-        ("--seeds", args.seeds),
-        ("--paper", args.paper),
-        ("--archive", args.archive),
-    ):
-        if value is not None:
-            command += f" {flag} {value}"
-    command += " --quick" if args.quick else ""
-    command += " --report-only" if args.report_only else ""
-    command += " --pack" if args.pack else ""
+    command = report.command_line(args)  # Shell-quoted, relative paths.
     report.report(
         args.data,
         args.output,
@@ -62,9 +51,11 @@ def add_report(commands) -> None:
     p.add_argument(
         "--archive",
         default=None,
-        help="A directory of finished runs' metrics.json (small enough to "
-        "commit): runs kept there are restored into --runs-dir instead of "
-        "trained again, and each run that finishes is added to it.",
+        help="A record of finished runs, one line each (small enough to "
+        "commit, e.g. benchmarks/results/runs.jsonl; .jsonl is added to a new "
+        "name; a directory of their metrics.json also works): runs kept there "
+        "are restored into --runs-dir instead of trained again, and each run "
+        "that finishes is added to it.",
     )
     p.add_argument(
         "--report-only",

@@ -4,14 +4,24 @@ Each configuration gets its own model; after tracing and a warm-up, their
 steps run interleaved round by round in one process on the same batches, so
 whatever else the machine is doing slows all of them alike and the ratios
 between them are fair. Used by `benchmarks/sampler_speed.py` and by the
-efficiency table of `genni report`.
+efficiency table of `genni report` (`measure_speed`, written to
+`REPORT_DIR/speed.json`).
 """
 
 from __future__ import annotations
 
+import math
+import os
+import statistics
 import time
 
+from genni.pipeline.reproduce.grid import Grid, experiments
+from genni.pipeline.training import rundir
 from genni.pipeline.training.config import TrainConfig
+
+SPEED_FILE = "speed.json"
+# Timed side by side; growing beta costs what its current beta costs.
+TIMED = ("uniform", "genni beta 0.1", "genni beta 1")
 
 
 def step_times(
@@ -74,3 +84,41 @@ def step_times(
                 + ", ".join(f"{n} {1000 * t[-1]:.0f} ms/step" for n, t in times.items())
             )
     return times
+
+
+def measure_speed(data: str, grid: Grid, output: str) -> dict:
+    """Step time of the efficiency table's samplers, side by side in one process.
+
+    The runs' own epoch times depend on what else shared the machine; these do
+    not (their ratios at least). Written to `REPORT_DIR/speed.json`.
+    """
+    from genni.components import schema
+
+    configs = dict(experiments(grid)["efficiency"])
+    times = step_times(
+        data,
+        {label: dict(configs[label], pack=grid.pack) for label in TIMED},
+        grid.speed_rounds,
+        grid.speed_steps,
+        verbose=False,
+    )
+    info = schema.DatasetInfo.load(data)
+    batch_size = TrainConfig(data=data, output="").batch_size
+    result = {
+        "ms_per_step": {
+            label: 1000 * statistics.median(t) for label, t in times.items()
+        },
+        "steps_per_epoch": math.ceil((info.num_train_examples or 0) / batch_size),
+        "batch_size": batch_size,
+        "rounds": grid.speed_rounds,
+        "steps": grid.speed_steps,
+        "cpus": os.cpu_count(),
+    }
+    os.makedirs(output, exist_ok=True)
+    rundir.write_json(os.path.join(output, SPEED_FILE), result)
+    return result
+
+
+def seconds_per_epoch(speed: dict, label: str) -> float:
+    """An epoch of `label` at its side-by-side step time."""
+    return speed["ms_per_step"][label] * speed["steps_per_epoch"] / 1000

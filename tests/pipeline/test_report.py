@@ -8,7 +8,7 @@ import re
 import pytest
 
 from genni.pipeline.cli import main as cli
-from genni.pipeline.reproduce import report
+from genni.pipeline.reproduce import records, report
 from genni.pipeline.training import rundir, train
 from genni.pipeline.training.config import TrainConfig
 from tests.conftest import make_dataset
@@ -331,16 +331,27 @@ def test_runs_are_keyed_by_settings_and_dataset_not_paths(tmp_path):
     assert str(mine) in again and len(again) == len(a)
 
 
-def test_finished_runs_outlive_their_machine_through_the_archive(tmp_path, monkeypatch):
-    # Machine 1 finishes half the grid and archives it.
+@pytest.mark.parametrize("kind", ["record", "directory"])
+def test_finished_runs_outlive_their_machine_through_the_archive(
+    tmp_path, monkeypatch, kind
+):
+    # Machine 1 finishes half the grid and archives it: in a record (one line
+    # per run), or in a directory of metrics.json files (the old archives).
     data_1 = _stats(tmp_path / "m1" / "data", users=100)
     runs_1 = report.plan(data_1, str(tmp_path / "m1" / "runs"), GRID)
     done = dict(list(runs_1.items())[::2])
     finish(done, value_of)
     results = report.run_grid(done, verbose=0, train_missing=False)
     archive = str(tmp_path / "archive")
+    if kind == "directory":
+        os.makedirs(archive)
     written = report.archive_runs(results, archive, "toy")
-    assert len(written) == len(done) == len(os.listdir(archive))
+    if kind == "record":  # A new archive is a record: .jsonl is added.
+        assert not os.path.exists(archive)
+        kept = records.read(archive + records.RECORD_SUFFIX)
+    else:
+        kept = os.listdir(archive)
+    assert len(written) == len(done) == len(kept)
     assert all(os.path.basename(w).startswith("toy_") for w in written)
     assert report.archive_runs(results, archive, "toy") == []  # Kept once.
     # Machine 2: the same dataset elsewhere, an empty runs dir.
@@ -505,19 +516,19 @@ def test_claims_need_only_the_runs_they_compare(tmp_path):
     judged = {v["claim"]: (v["reproduced"], v["numbers"]) for v in verdicts}
     # Uniform is 3.0 + 0.5 * seed whatever k (NDCG@10 is 3 above HR@5 in the
     # fake metrics); GenNi alpha 2.5 is 2 above uniform.
-    assert judged[report.CLAIMS[3]] == (
+    assert judged[report.CLAIMS[3].text] == (
         True,
         "NDCG@10 GenNi k=1 8.25 vs uniform k=3 6.25",
     )
     # Flat for both samplers: uniform does not gain (reproduced), GenNi neither.
-    assert judged[report.CLAIMS[4]][0] is False
-    assert judged[report.CLAIMS[4]][1].startswith("HR@5 uniform 3.25 -> 3.25")
-    assert judged[report.CLAIMS[1]] == (
+    assert judged[report.CLAIMS[4].text][0] is False
+    assert judged[report.CLAIMS[4].text][1].startswith("HR@5 uniform 3.25 -> 3.25")
+    assert judged[report.CLAIMS[1].text] == (
         True,
         "NDCG@10 by alpha: 0: 7.50, 2.5: 8.25, 5: 7.50 (not run yet: 1); "
         "a peak must beat both ends by 2%",
     )
-    assert [judged[report.CLAIMS[i]][0] for i in (0, 2)] == [None] * 2
+    assert [judged[report.CLAIMS[i].text][0] for i in (0, 2)] == [None] * 2
 
 
 def alpha_table(labels, finished):
@@ -548,7 +559,7 @@ def test_the_alpha_claim_waits_without_a_clear_peak(finished, verdict):
     labels = ("0", "1", "2.5", "5")
     table = alpha_table(labels, finished)
     judged = {c: ok for c, ok, _ in report.claims(table)}
-    assert judged[report.CLAIMS[1]] is verdict
+    assert judged[report.CLAIMS[1].text] is verdict
 
 
 def _sequences(data) -> dict[str, list[str]]:
@@ -618,7 +629,7 @@ def test_a_killed_case_study_resumes_from_its_checkpoint(tmp_path, monkeypatch, 
             seen = sequences[user["user"]][:-2]
             assert not set(seen) & {n["item"] for n in user["negatives"]}
     assert "and the user's earlier items (`--exclude-seen`)" in "\n".join(
-        report._case_lines(case)
+        report.case_lines(case)
     )
 
 
@@ -725,7 +736,7 @@ def bpr_table(uniform_1, uniform_8, genni_1, genni_8):
 )
 def test_the_bpr_claim_is_a_no_as_soon_as_uniform_gains(hr5, verdict, genni_first):
     table = bpr_table(*hr5)
-    reproduced = {c: ok for c, ok, _ in report.claims(table)}[report.CLAIMS[4]]
+    reproduced = {c: ok for c, ok, _ in report.claims(table)}[report.CLAIMS[4].text]
     assert reproduced is verdict
     grid = dataclasses.replace(GRID, bpr_ks=(1, 4, 8))
     wanted = report.claim_runs(grid, table)

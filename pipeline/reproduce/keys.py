@@ -1,0 +1,164 @@
+"""What a run is and what it is called: its key, its name, and finding it.
+
+A run is keyed by its full configuration (seed included) and its dataset's
+statistics, not by paths (`run_key`), so a run made anywhere under any name is
+found again by its settings (`existing_runs`). Names are for people: a report
+grid's run is `<slug>-<key>` (`run_name`), a `benchmarks/reproduce.py` run
+`<dataset>_<variant>_s<seed>` (`variant_run_name`), and an archived run
+`<dataset>_<run dir name>` (`archive_name`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+from typing import Any
+
+from genni.components import schema
+from genni.pipeline.training import rundir
+from genni.pipeline.training.config import TrainConfig
+
+# Settings of how a run is computed, not of what: packed batches give the
+# model and loss of the unpacked ones (tests/pipeline/test_packing.py), so a
+# packed and an unpacked run of the same settings are the same experiment.
+LAYOUT_SETTINGS = ("pack",)
+
+# Settings added after runs were archived, left out of a run's key at their
+# default, so that every run made before them keeps its key.
+LATER_SETTINGS = {"beta_group": None, "candidates": "new"}
+
+# What only a sampler reads: the full-softmax loss draws no negatives, so a
+# softmax run is keyed with these at their defaults, whatever they were set to.
+SAMPLER_SETTINGS = (
+    "sampler",
+    "num_negatives",
+    "alpha",
+    "beta",
+    "beta_growth",
+    "beta_group",
+    "alpha_step",
+    "gamma",
+    "exclude_seen",
+    "max_logits",
+)
+
+# The statistics that identify a dataset (`data_fingerprint`).
+FINGERPRINT_STATS = ("users", "items", "events", "max_len", "min_count", "min_rating")
+
+
+def data_fingerprint(data: str) -> str:
+    """What identifies a dataset wherever it lives: its statistics."""
+    path = os.path.join(data, schema.STATS_FILE)
+    if not os.path.exists(path):
+        return os.path.abspath(data)
+    stats = rundir.read_json(path)
+    return json.dumps({k: stats.get(k) for k in FINGERPRINT_STATS}, sort_keys=True)
+
+
+def run_key(config: TrainConfig, fingerprint: str) -> str:
+    """A stable id of a run: its settings and its dataset, not their paths,
+    nor its batch layout (`LAYOUT_SETTINGS`), nor, for the softmax loss, the
+    settings of a sampler it does not have (`SAMPLER_SETTINGS`)."""
+    if config.loss == "softmax":  # One softmax run, whatever its unused flags.
+        defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+        config = dataclasses.replace(
+            config, **{name: defaults[name] for name in SAMPLER_SETTINGS}
+        )
+    values = config.to_dict()
+    for name in ("output", "data", *LAYOUT_SETTINGS):
+        values.pop(name)
+    for name, default in LATER_SETTINGS.items():  # Old runs keep their keys.
+        if values.get(name) == default:
+            values.pop(name)
+    if values.get("init_from"):  # A pre-training, by its run's name, not its place.
+        values["init_from"] = os.path.basename(os.path.normpath(values["init_from"]))
+    values["dataset"] = fingerprint
+    text = json.dumps(values, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def slug(values: dict, seed: int) -> str:
+    """A readable name for a run's settings (the key makes it unique)."""
+    if values.get("loss") == "softmax":  # No negatives: the sampler is unused.
+        return f"softmax_s{seed}"
+    parts = [str(values.get("sampler", "genni"))]
+    if values.get("init_from"):  # Fine-tuned from a pre-training (S3-Rec).
+        parts.insert(0, "pretrained")
+    if parts[0] == "genni":
+        parts.append(f"a{values.get('alpha', 2.5):g}")
+        if values.get("beta_growth") is not None:
+            parts.append(f"m{values['beta_growth']:g}")
+        else:
+            parts.append(f"b{values.get('beta', 1.0):g}")
+        if values.get("beta_group") is not None:
+            parts.append(f"g{values['beta_group']}")
+        if values.get("alpha_step") is not None:
+            parts.append("sa")
+    parts.append(f"k{values.get('num_negatives', 1)}")
+    if values.get("loss", "bce") != "bce":
+        parts.append(values["loss"])
+    parts.append(f"s{seed}")
+    return "_".join(parts)
+
+
+def run_name(values: dict, seed: int, key: str) -> str:
+    """The directory name of a report grid's run (or of a restored run)."""
+    return f"{slug(values, seed)}-{key}"
+
+
+def variant_run_name(dataset: str, variant: str, seed: int) -> str:
+    """The directory name of a `benchmarks/reproduce.py` run."""
+    return f"{dataset}_{variant}_s{seed}"
+
+
+def pretrain_run_name(dataset: str, seed: int) -> str:
+    """The directory name of an S3-Rec pre-training of `benchmarks/reproduce.py`."""
+    return variant_run_name(dataset, "pretrain", seed)
+
+
+def archive_name(prefix: str, run_dir: str) -> str:
+    """An archived run's name: its directory's, after its dataset's `prefix`."""
+    name = os.path.basename(os.path.normpath(run_dir))
+    return name if name.startswith(prefix + "_") else f"{prefix}_{name}"
+
+
+def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:
+    """Run key -> (directory, config) of every run already in `runs_dir`.
+
+    Runs are found by what they are, not by their names: a run trained by
+    `genni train` with the same settings on the same dataset is reused,
+    packed or not. Where several share a key, a finished run wins over an
+    unfinished one, then an unpacked one over a packed one.
+    """
+    candidates: dict[str, list[tuple[tuple, tuple[str, TrainConfig]]]] = {}
+    if not os.path.isdir(runs_dir):
+        return {}
+    fingerprint = functools.cache(data_fingerprint)  # Runs share datasets.
+    for name in sorted(os.listdir(runs_dir)):
+        run_dir = os.path.join(runs_dir, name)
+        path = os.path.join(run_dir, rundir.CONFIG_FILE)
+        if not os.path.exists(path):
+            continue
+        try:
+            config = TrainConfig.from_dict(rundir.read_json(path))
+        except (ValueError, TypeError, json.JSONDecodeError):
+            continue  # Not a run of this version; leave it alone.
+        key = run_key(config, fingerprint(config.data))
+        finished = os.path.exists(os.path.join(run_dir, rundir.METRICS_FILE))
+        candidates.setdefault(key, []).append(
+            (rank(config, name, finished), (run_dir, config))
+        )
+    return preferred(candidates)
+
+
+def rank(config: TrainConfig, name: str, finished: bool = True) -> tuple:
+    """Order among runs of one key: finished first, then unpacked, then by name."""
+    return (not finished, config.pack, name)
+
+
+def preferred(candidates: dict[str, list[tuple[tuple, Any]]]) -> dict[str, Any]:
+    """Key -> the value of lowest `rank` among that key's (rank, value) pairs."""
+    return {key: min(found, key=lambda c: c[0])[1] for key, found in candidates.items()}
