@@ -51,10 +51,22 @@ def sources() -> dict[str, Path]:
     }
 
 
+def runtime_nodes(tree: ast.AST):
+    """Every node, except those under `if TYPE_CHECKING:` (never imported)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
 def imports(path: Path, modules: set[str]) -> set[str]:
     """The project modules `path` imports, at any depth of its code."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in runtime_nodes(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
