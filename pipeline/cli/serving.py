@@ -7,15 +7,52 @@ import sys
 
 from genni.pipeline.cli import train_args
 
+EXIT_REFUSED = 3  # `genni export --against`: the candidate was not published.
+
 
 def _export(args: argparse.Namespace, extra: list[str]) -> int:
     from genni.pipeline.serving import export
 
+    if args.against is not None:
+        return _guarded_export(args)
+    if args.max_regression is not None:
+        raise ValueError("--max-regression needs --against MODEL_BASE.")
     path = export.export(
         args.run, args.output, args.version, args.k, args.data, args.candidates
     )
     print(f"Exported {args.run} to {path}")
     return 0
+
+
+def _guarded_export(args: argparse.Namespace) -> int:
+    from genni.pipeline.serving import guard
+
+    decision = guard.guarded_export(
+        args.run,
+        args.output,
+        against=args.against,
+        max_regression=args.max_regression or 0.0,
+        split=args.guard_split,
+        k=args.k,
+        data_dir=args.data,
+        candidates=args.candidates,
+        version=args.version,
+    )
+    served = decision["served"]
+    print(
+        f"{decision['split']} {decision['metric']}: candidate "
+        f"{decision['candidate']:.2f}, served "
+        + (
+            f"{served:.2f} (version {decision['served_version']})"
+            if served is not None
+            else "none"
+        )
+    )
+    if decision["decision"] == "published":
+        print(f"Published {args.run} as {decision['path']} ({decision['why']}).")
+        return 0
+    print(f"Refused: {decision['why']}. Nothing was written to {args.output}.")
+    return EXIT_REFUSED
 
 
 def _serve(args: argparse.Namespace, extra: list[str]) -> int:
@@ -67,6 +104,35 @@ def add_export(commands) -> None:
     p.add_argument("--k", type=int, default=10, help="Items per answer (default 10).")
     p.add_argument("--data", default=None, help="Dataset (default: the run's).")
     train_args.add_candidates_argument(p, "default: the rule the run was trained with")
+    guard = p.add_argument_group(
+        "guarded export",
+        "Publish only a model at least as good as the one serving now: the run "
+        "and the highest version of --against are evaluated the same way (full "
+        "ranking, NDCG@10, through their top_k signatures) on one split of "
+        "--data; the run becomes the next version only if it is not worse by "
+        "more than --max-regression points. With no version serving yet it is "
+        "published. The decision is printed and appended to "
+        "MODEL_BASE/decisions.jsonl; a refusal exits with status 3.",
+    )
+    guard.add_argument(
+        "--against",
+        default=None,
+        metavar="MODEL_BASE",
+        help="The model base whose latest version serves now (usually --output).",
+    )
+    guard.add_argument(
+        "--max-regression",
+        type=float,
+        default=None,
+        metavar="POINTS",
+        help="Allowed drop in NDCG@10, in percentage points (default 0).",
+    )
+    guard.add_argument(
+        "--guard-split",
+        default="valid",
+        choices=("valid", "test"),
+        help="Split both models are evaluated on (default valid).",
+    )
     p.set_defaults(handler=_export)
 
 
