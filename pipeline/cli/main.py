@@ -19,7 +19,7 @@ import argparse
 import os
 import sys
 
-from genni.pipeline.cli import data, quiet, report, serving, training
+from genni.pipeline.cli import data, quiet, report, serving, training, workflow
 from genni.pipeline.cli.data import format_stats
 from genni.pipeline.cli.report import REPORT_DATASETS
 from genni.pipeline.cli.training import format_metrics, format_table
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_serve(commands)
     serving.add_recommend(commands)
     data.add_stats(commands)
+    workflow.add_pipeline(commands)
     return parser
 
 

@@ -1,0 +1,288 @@
+"""`genni pipeline --config pipeline.yaml`: the steps from logs to the served
+model, in order, each skipped when its output for the same inputs and settings
+already exists.
+
+    input: logs/*.json.gz          # review logs, any format `genni preprocess` reads
+    workdir: work                  # data/, tune/, runs/ and models/ go here
+    preprocess: {min_count: 5}     # `genni preprocess` settings (optional)
+    tune: {max_trials: 8}          # optional: search first, train the best found
+    train: {sampler: genni}        # `genni train` settings (optional)
+    export: {k: 10, max_regression: 0.0, split: valid}
+
+The steps are the plain commands' functions, not a scheduler: a step is
+skipped when
+- preprocess: `workdir/data` was written from the same input files (paths,
+  sizes, modification times) with the same settings;
+- tune: the search with the same settings on the same dataset has its best
+  configuration (keras-tuner continues an unfinished one);
+- train: a finished run with the same run key (settings + dataset statistics,
+  as `genni report` keys runs) is in `workdir/runs`; an unfinished one resumes;
+- evaluate: always cheap: the run's test metrics (`metrics.json`);
+- export: the served version already holds this run, or this run was refused
+  against the version serving now (the guarded export,
+  `genni export --against`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import hashlib
+import json
+import os
+
+from genni.components import schema
+
+STAMP_DIR = ".pipeline"
+SECTIONS = ("input", "workdir", "preprocess", "tune", "train", "export")
+EXPORT_SETTINGS = ("k", "max_regression", "split", "candidates")
+TUNE_SETTINGS = (
+    "oracle",
+    "max_trials",
+    "epochs_per_trial",
+    "patience",
+    "space",
+    "seed",
+    "pack",
+    "candidates",
+)
+
+
+def load_config(path: str) -> dict:
+    """The pipeline file (YAML or JSON), checked: unknown sections are errors."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise ValueError(f"Cannot read --config {path!r}: {e}") from None
+    import yaml  # JSON is YAML too.
+
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"--config {path!r} is not YAML/JSON: {e}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"--config {path!r} must hold a mapping of sections.")
+    unknown = sorted(set(config) - set(SECTIONS))
+    if unknown:
+        raise ValueError(
+            f"Unknown sections in {path!r}: {', '.join(unknown)} "
+            f"(known: {', '.join(SECTIONS)})."
+        )
+    for name in ("input", "workdir"):
+        if not isinstance(config.get(name), str):
+            raise ValueError(f"{path!r} needs `{name}:` (a path).")
+    for name in ("preprocess", "tune", "train", "export"):
+        value = config.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"`{name}:` in {path!r} must be a mapping of settings.")
+    _check_names("export", config.get("export"), EXPORT_SETTINGS)
+    _check_names("tune", config.get("tune"), TUNE_SETTINGS)
+    return config
+
+
+def _check_names(section: str, values: dict | None, known: tuple) -> None:
+    unknown = sorted(set(values or {}) - set(known))
+    if unknown:
+        raise ValueError(
+            f"Unknown `{section}:` settings: {', '.join(unknown)} "
+            f"(known: {', '.join(known)})."
+        )
+
+
+def _digest(value: object) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def input_fingerprint(pattern: str) -> list:
+    """What identifies the input files: their paths, sizes and mtimes."""
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise FileNotFoundError(f"No input files match {pattern!r}.")
+    return [(f, os.path.getsize(f), int(os.path.getmtime(f))) for f in files]
+
+
+def _stamp(workdir: str, step: str) -> str:
+    return os.path.join(workdir, STAMP_DIR, f"{step}.json")
+
+
+def _stamped(workdir: str, step: str, key: str) -> bool:
+    try:
+        with open(_stamp(workdir, step)) as f:
+            return json.load(f).get("key") == key
+    except (OSError, ValueError):
+        return False
+
+
+def _write_stamp(workdir: str, step: str, key: str, **extra) -> None:
+    from genni.pipeline.training import rundir
+
+    os.makedirs(os.path.dirname(_stamp(workdir, step)), exist_ok=True)
+    rundir.write_json(_stamp(workdir, step), {"key": key, **extra})
+
+
+def step_preprocess(config: dict, log) -> str:
+    from genni.pipeline.cli.data import format_stats
+    from genni.pipeline.preprocess import beam
+    from genni.pipeline.preprocess.config import PreprocessConfig
+
+    workdir, data = config["workdir"], os.path.join(config["workdir"], "data")
+    settings = dict(config.get("preprocess") or {})
+    for name in ("input", "output", "overwrite"):
+        if name in settings:
+            raise ValueError(f"`preprocess: {name}` is set by the pipeline.")
+    known = {f.name for f in dataclasses.fields(PreprocessConfig)}
+    _check_names("preprocess", settings, tuple(sorted(known)))
+    key = _digest([settings, input_fingerprint(config["input"])])
+    done = os.path.exists(os.path.join(data, schema.STATS_FILE))
+    if done and _stamped(workdir, "preprocess", key):
+        log(f"preprocess: up to date ({data})")
+        return data
+    log(f"preprocess: {config['input']} -> {data}")
+    preprocess_config = PreprocessConfig(
+        input=config["input"], output=data, overwrite=True, **settings
+    )
+    stats = beam.preprocess(preprocess_config, [])
+    log(format_stats(stats))
+    _write_stamp(workdir, "preprocess", key)
+    return data
+
+
+def step_tune(config: dict, data: str, log) -> dict:
+    """The best configuration of the search ({} without a `tune:` section)."""
+    settings = config.get("tune")
+    if settings is None:
+        return {}
+    from genni.pipeline.reproduce.keys import data_fingerprint
+    from genni.pipeline.training import tune
+
+    key = _digest([settings, data_fingerprint(data)])
+    output = os.path.join(config["workdir"], "tune", key)
+    best_path = os.path.join(output, tune.BEST_CONFIG_FILE)
+    if os.path.exists(best_path) and _stamped(config["workdir"], "tune", key):
+        log(f"tune: up to date ({output})")
+    else:
+        log(f"tune: searching in {output}")
+        values = dict(settings)
+        space = values.pop("space", None)
+        tune.tune(data, output, space_file=space, **values)
+        _write_stamp(config["workdir"], "tune", key)
+    if not os.path.exists(best_path):
+        raise RuntimeError(f"The search in {output} found no configuration.")
+    with open(best_path) as f:
+        return json.load(f)
+
+
+def step_train(config: dict, data: str, tuned: dict, log) -> str:
+    from genni.pipeline.reproduce import keys
+    from genni.pipeline.training import rundir, train
+    from genni.pipeline.training.config import TrainConfig
+
+    settings = {**(config.get("train") or {}), **tuned}
+    for name in ("data", "output"):
+        if name in settings:
+            raise ValueError(f"`train: {name}` is set by the pipeline.")
+    runs_dir = os.path.join(config["workdir"], "runs")
+    probe = TrainConfig.from_dict({"data": data, "output": "", **settings})
+    key = keys.run_key(probe, keys.data_fingerprint(data))
+    found = keys.existing_runs(runs_dir).get(key)
+    if found is not None:
+        run_dir, _ = found
+        if os.path.exists(os.path.join(run_dir, rundir.METRICS_FILE)):
+            log(f"train: up to date ({run_dir})")
+            return run_dir
+    else:
+        run_dir = os.path.join(
+            runs_dir, keys.run_name(probe.to_dict(), probe.seed, key)
+        )
+    resume = os.path.exists(os.path.join(run_dir, rundir.CONFIG_FILE))
+    log(f"train: {'resuming' if resume else 'training'} {run_dir}")
+    train_config = TrainConfig.from_dict({**probe.to_dict(), "output": run_dir})
+    train.train(train_config, resume=resume, verbose=0)
+    return run_dir
+
+
+def step_evaluate(run_dir: str, log) -> dict:
+    from genni.pipeline.cli.training import format_table
+    from genni.pipeline.training import rundir
+
+    metrics = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE))
+    log(f"evaluate: test metrics of the best epoch ({metrics['best_epoch']}) (%):")
+    test = metrics[schema.TEST]
+    order = [f"{m}@{k}" for k in (5, 10, 20) for m in ("HR", "NDCG")] + ["MRR"]
+    log(format_table({n: test[n] for n in order if n in test}))
+    return test
+
+
+def step_export(config: dict, data: str, run_dir: str, log) -> dict:
+    from genni.pipeline.serving import guard
+
+    settings = dict(config.get("export") or {})
+    base = os.path.join(config["workdir"], "models")
+    served = guard.served_version(base)
+    if served is not None:
+        for decision in reversed(_decisions(base)):
+            same_run = os.path.abspath(decision.get("run", "")) == os.path.abspath(
+                run_dir
+            )
+            if not same_run:
+                continue
+            if decision.get("version") == served:
+                log(f"export: up to date (version {served} serves {run_dir})")
+                return decision
+            if decision["decision"] == "refused" and (
+                decision.get("served_version") == served
+            ):
+                log(f"export: refused before against version {served}; skipped")
+                return decision
+    decision = guard.guarded_export(
+        run_dir,
+        base,
+        against=base,
+        max_regression=settings.get("max_regression", 0.0),
+        split=settings.get("split", schema.VALID),
+        k=settings.get("k", 10),
+        data_dir=data,
+        candidates=settings.get("candidates"),
+        log=log,
+    )
+    log(f"export: {decision['decision']} ({decision['why']})")
+    return decision
+
+
+def _decisions(base: str) -> list[dict]:
+    from genni.pipeline.serving import guard
+
+    path = os.path.join(base, guard.DECISIONS_FILE)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def run(config: dict, log=print) -> dict:
+    """All steps in order; returns what each produced."""
+    data = step_preprocess(config, log)
+    tuned = step_tune(config, data, log)
+    run_dir = step_train(config, data, tuned, log)
+    test = step_evaluate(run_dir, log)
+    decision = step_export(config, data, run_dir, log)
+    return {"data": data, "run": run_dir, "test": test, "export": decision}
+
+
+def _pipeline(args: argparse.Namespace, extra: list[str]) -> int:
+    result = run(load_config(args.config))
+    return 0 if result["export"]["decision"] == "published" else 3
+
+
+def add_pipeline(commands) -> None:
+    p = commands.add_parser(
+        "pipeline",
+        help="Preprocess, (tune,) train, evaluate and the guarded export, in order.",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", required=True, help="The pipeline file (YAML/JSON).")
+    p.set_defaults(handler=_pipeline)

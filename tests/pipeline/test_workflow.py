@@ -1,0 +1,108 @@
+"""`genni pipeline`: every step once, then nothing again for the same inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+
+from genni.pipeline.cli import main as cli
+from genni.pipeline.cli import workflow
+from genni.pipeline.preprocess import beam, synthetic
+from genni.pipeline.serving import guard
+from genni.pipeline.training import train
+
+TINY = {"epochs": 2, "hidden_size": 8, "num_heads": 1, "num_layers": 1}
+
+
+@pytest.fixture
+def pipeline_file(tmp_path):
+    log = str(tmp_path / "logs" / "reviews.json.gz")
+    synthetic.write_log(
+        synthetic.SyntheticConfig(num_users=200, num_items=40, noise_users=0), log
+    )
+
+    def write(**sections):
+        config = {
+            "input": str(tmp_path / "logs" / "*.json.gz"),
+            "workdir": str(tmp_path / "work"),
+            "train": dict(TINY),
+            "export": {"k": 5},
+            **sections,
+        }
+        path = tmp_path / "pipeline.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return str(path)
+
+    return write
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("this step should have been skipped")
+
+
+def test_second_run_does_nothing(pipeline_file, monkeypatch, capsys):
+    path = pipeline_file()
+    assert cli.main(["pipeline", "--config", path]) == 0
+    out = capsys.readouterr().out
+    assert "train: training" in out and "export: published" in out
+    base = os.path.join(os.path.dirname(path), "work", "models")
+    assert guard.served_version(base) == 1
+
+    monkeypatch.setattr(beam, "preprocess", _never)
+    monkeypatch.setattr(train, "train", _never)
+    monkeypatch.setattr(guard, "guarded_export", _never)
+    assert cli.main(["pipeline", "--config", path]) == 0
+    out = capsys.readouterr().out
+    for step in ("preprocess", "train", "export"):
+        assert f"{step}: up to date" in out
+    assert guard.served_version(base) == 1
+
+
+def test_changed_settings_train_and_guard_a_new_run(pipeline_file, capsys):
+    first = workflow.run(workflow.load_config(pipeline_file()), log=lambda _: None)
+    # Barely trained: worse than what serves, so it is refused, and the
+    # refusal is remembered against the same served version.
+    worse = dict(TINY, epochs=1, learning_rate=1e-6)
+    path = pipeline_file(train=worse)
+    second = workflow.run(workflow.load_config(path), log=lambda _: None)
+    assert second["run"] != first["run"]
+    assert second["export"]["decision"] == "refused"
+    assert cli.main(["pipeline", "--config", path]) == 3
+    assert "refused before against version 1" in capsys.readouterr().out
+    base = os.path.dirname(first["export"]["path"])
+    with open(os.path.join(base, guard.DECISIONS_FILE)) as f:
+        assert [json.loads(line)["decision"] for line in f] == [
+            "published",
+            "refused",
+        ]
+
+
+def test_new_input_is_preprocessed_again(pipeline_file, tmp_path, monkeypatch):
+    path = pipeline_file()
+    config = workflow.load_config(path)
+    workflow.step_preprocess(config, log=lambda _: None)
+    monkeypatch.setattr(beam, "preprocess", _never)
+    workflow.step_preprocess(config, log=lambda _: None)  # Up to date.
+    log = tmp_path / "logs" / "reviews.json.gz"
+    os.utime(log, (1, 1))  # The input changed.
+    with pytest.raises(AssertionError, match="skipped"):
+        workflow.step_preprocess(config, log=lambda _: None)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("input: x\n", "needs `workdir:`"),
+        ("input: x\nworkdir: w\ntrainer: {}\n", "Unknown sections"),
+        ("input: x\nworkdir: w\nexport: {kk: 1}\n", "Unknown `export:` settings"),
+        ("- a\n", "mapping"),
+    ],
+)
+def test_bad_pipeline_files(tmp_path, text, message, capsys):
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    assert cli.main(["pipeline", "--config", str(path)]) == cli.EXIT_USAGE
+    assert message in capsys.readouterr().err
