@@ -34,6 +34,9 @@ demo: install
 	$(GENNI) evaluate --run $(DEMO)/runs/genni --split test
 	$(GENNI) export --run $(DEMO)/runs/genni --output $(DEMO)/models
 	$(PY) -m genni.pipeline.cli.demo --model-base-path $(DEMO)/models --data $(DEMO)/data
+	$(GENNI) pipeline --config examples/pipeline.yaml
+	@echo '--- the same pipeline again: every step is up to date'
+	$(GENNI) pipeline --config examples/pipeline.yaml
 
 lint: install
 	$(VENV)/bin/ruff check .
