@@ -137,6 +137,37 @@ def test_no_import_circle():
     assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def test_sampler_names_are_branched_on_in_the_registry_only():
+    """What a sampler name means lives in `components/samplers/registry.py`;
+    the jobs ask it (`registry.get(name).model_generated`, ...) instead of
+    comparing names. The report's grid and run keys name the paper's rows,
+    and may."""
+    allowed = {"genni.components.samplers.registry"}
+    naming = ("genni.pipeline.reproduce.",)
+    compared = []
+    for module, path in sources().items():
+        if module in allowed or module.startswith(naming):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            literals = [
+                c.value
+                for c in (node.left, *node.comparators)
+                if isinstance(c, ast.Constant)
+            ]
+            lists = [
+                e.value
+                for c in (node.left, *node.comparators)
+                if isinstance(c, (ast.Tuple, ast.List, ast.Set))
+                for e in c.elts
+                if isinstance(e, ast.Constant)
+            ]
+            if {"genni", "uniform", "popularity"} & set(literals + lists):
+                compared.append(f"{module}:{node.lineno}")
+    assert not compared, f"sampler names compared outside the registry: {compared}"
+
+
 def test_no_file_over_the_limit():
     long = {
         str(p.relative_to(ROOT)): n

@@ -11,23 +11,38 @@ ragged [N, None] of item ids a row must not draw. The result is [N, k] item ids
 in 1..num_items, never the row's target. Randomness comes from a
 `tf.random.Generator` owned by the layer, so it is checkpointed with the model
 and a resumed run draws what an uninterrupted one would have.
+
+Callers build samplers by name through the one registry (`registry`:
+`SamplerConfig`, `build_sampler`); the layer classes load with TensorFlow on
+first use, so the registry's names are known without it.
 """
 
-from genni.components.samplers.base import NegativeSampler
-from genni.components.samplers.genni import GenNiSampler
-from genni.components.samplers.popularity import PopularitySampler
-from genni.components.samplers.uniform import UniformSampler
+import importlib
 
-SAMPLERS = {
-    "uniform": UniformSampler,
-    "popularity": PopularitySampler,
-    "genni": GenNiSampler,
+from genni.components.samplers import registry
+from genni.components.samplers.registry import SamplerConfig, build_sampler
+
+_CLASSES = {
+    "NegativeSampler": "base",
+    "UniformSampler": "uniform",
+    "PopularitySampler": "popularity",
+    "GenNiSampler": "genni",
 }
 
+
+def __getattr__(name: str):
+    if name in _CLASSES:
+        module = importlib.import_module(f"{__name__}.{_CLASSES[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
-    "SAMPLERS",
     "GenNiSampler",
     "NegativeSampler",
     "PopularitySampler",
+    "SamplerConfig",
     "UniformSampler",
+    "build_sampler",
+    "registry",
 ]

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from genni.components.samplers import registry
+from genni.components.samplers.registry import SamplerConfig
+from genni.models.config import SASRecConfig
+
 
 class _Settings:
     """to_dict / from_dict of a settings dataclass; unknown names are an error."""
@@ -56,7 +60,8 @@ class _Settings:
         self._check(names, lambda v: v > 0, "positive")
 
 
-SAMPLERS = ("uniform", "popularity", "genni")
+# The registered samplers (`genni.components.samplers.registry`).
+SAMPLERS = registry.names()
 # Which items a ranking holds (`genni.components.metrics.CANDIDATES`; kept here so
 # that `--help` needs no TensorFlow).
 CANDIDATES = ("new", "all")
@@ -132,13 +137,33 @@ class TrainConfig(_Settings):
         if not 0.0 < self.beta <= 1.0:
             raise ValueError(f"`beta` must be in (0, 1]. Got {self.beta}.")
         self._positive("beta_growth", "alpha_step", "learning_rate", "beta_group")
-        if self.sampler != "genni" and (
+        generated = registry.model_generated()
+        if self.sampler not in generated and (
             self.alpha_step or self.beta_growth or self.beta_group
         ):
             raise ValueError(
                 "--self-adjust-alpha, --beta-schedule and --beta-group need "
-                "--sampler genni."
+                f"--sampler {' or '.join(generated)}."
             )
+
+    def model(self, info) -> SASRecConfig:
+        """The run's encoder on the dataset `info` (a `DatasetInfo`) describes."""
+        return SASRecConfig.for_dataset(info, self)
+
+    def sampler_config(self, epoch: int = 0) -> SamplerConfig:
+        """The run's sampler at `epoch` (0-based; beta follows its schedule)."""
+        from genni.components.schedules import beta_for_epoch
+
+        return SamplerConfig(
+            name=self.sampler,
+            num_negatives=self.num_negatives,
+            alpha=self.alpha,
+            beta=beta_for_epoch(epoch, self.beta, self.beta_growth),
+            beta_group=self.beta_group,
+            max_logits=self.max_logits,
+            gamma=self.gamma,
+            seed=registry.sampler_seed(self.seed, 1),
+        )
 
 
 # How `genni train` runs (not a setting of the run): tf.distribute strategies.
@@ -190,6 +215,19 @@ class PretrainConfig(_Settings):
             "aap_weight", "mip_weight", "map_weight", "sp_weight", "alpha"
         )
         self._positive("learning_rate")
+
+    def model(self, info) -> SASRecConfig:
+        """The encoder being pre-trained, on the dataset `info` describes."""
+        return SASRecConfig.for_dataset(info, self)
+
+    def sampler_config(self) -> SamplerConfig:
+        """The sampler of the MIP negatives."""
+        return SamplerConfig(
+            name=self.sampler,
+            num_negatives=self.num_negatives,
+            alpha=self.alpha,
+            seed=registry.sampler_seed(self.seed, 2),
+        )
 
     @property
     def weights(self) -> dict[str, float]:

@@ -27,8 +27,9 @@ import numpy as np
 import tensorflow as tf
 
 from genni.components import schema
-from genni.components.samplers import GenNiSampler, UniformSampler
+from genni.components.samplers import build_sampler
 from genni.models import s3rec
+from genni.models.config import build_encoder
 from genni.models.sasrec import SASRecEncoder
 from genni.pipeline.training import data, rundir
 from genni.pipeline.training.config import PretrainConfig, TrainConfig
@@ -37,8 +38,6 @@ CONFIG_FILE = rundir.CONFIG_FILE
 STATE_FILE = rundir.STATE_FILE
 ENCODER_FILE = "encoder.npz"
 CHECKPOINT_DIR = "checkpoints"
-# Settings a fine-tuning run must share with the pre-training run.
-MODEL_FIELDS = ("hidden_size", "num_layers", "num_heads")
 
 
 def load_attributes(data_dir: str, num_items: int) -> tuple[np.ndarray, list[str]]:
@@ -164,18 +163,8 @@ def epoch_features(
 def build_pretrainer(
     config: PretrainConfig, info: schema.DatasetInfo, attributes: np.ndarray
 ) -> s3rec.S3RecPretrainer:
-    from genni.pipeline.training.train import build_encoder
-
-    encoder = build_encoder(config, info)
-    sampler_seed = config.seed * 7919 + 2
-    if config.sampler == "genni":
-        sampler = GenNiSampler(
-            info.num_items, config.num_negatives, alpha=config.alpha, seed=sampler_seed
-        )
-    else:
-        sampler = UniformSampler(
-            info.num_items, config.num_negatives, seed=sampler_seed
-        )
+    encoder = build_encoder(config.model(info))
+    sampler = build_sampler(config.sampler_config(), info.num_items)
     model = s3rec.S3RecPretrainer(
         encoder,
         attributes,
@@ -298,11 +287,9 @@ def read_config(pretrain_dir: str) -> PretrainConfig:
 def initialize(encoder: SASRecEncoder, config: TrainConfig) -> list[str]:
     """Load `config.init_from`'s encoder weights into a fine-tuning model."""
     pretrained = read_config(config.init_from)
-    different = [
-        f"{name} {getattr(pretrained, name)} vs {getattr(config, name)}"
-        for name in MODEL_FIELDS
-        if getattr(pretrained, name) != getattr(config, name)
-    ]
+    # Only the settings that shape the weights must agree (`WEIGHT_FIELDS`).
+    info = schema.DatasetInfo(config.data, 0, encoder.num_items, encoder.max_len)
+    different = pretrained.model(info).weight_differences(config.model(info))
     if different:
         raise ValueError(
             f"--init-from {config.init_from!r} was pre-trained with other model "

@@ -20,6 +20,7 @@ import time
 
 import keras_tuner as kt
 
+from genni.components.samplers import registry
 from genni.pipeline.training import config as configs
 from genni.pipeline.training import train
 from genni.pipeline.training.config import TrainConfig
@@ -47,7 +48,10 @@ DEFAULT_SPACE: dict[str, object] = {
     "num_heads": {"type": "choice", "values": [1, 2, 4]},
     "dropout": {"type": "float", "min": 0.1, "max": 0.7},
 }
+# Hyperparameters of the samplers whose negatives the model generates
+# (the registry's `model_generated`), tuned only when such a sampler is.
 GENNI_ONLY = ("alpha", "beta", "self_adjust_alpha")
+GENERATED = list(registry.model_generated())
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
 DEFAULTS = TrainConfig(data="", output="")
 SPACE_NAMES = set(DEFAULT_SPACE)
@@ -152,7 +156,7 @@ def declare_space(space: dict[str, object]) -> kt.HyperParameters:
     for name, spec in space.items():
         if name not in GENNI_ONLY:
             _value(hp, name, spec)
-    with hp.conditional_scope("sampler", ["genni"]):
+    with hp.conditional_scope("sampler", GENERATED):
         for name in GENNI_ONLY:
             _value(hp, name, space[name])
     return hp
@@ -167,8 +171,8 @@ def config_from_hp(
         for name, spec in space.items()
         if name not in GENNI_ONLY
     }
-    if values["sampler"] == "genni":
-        with hp.conditional_scope("sampler", ["genni"]):
+    if values["sampler"] in GENERATED:
+        with hp.conditional_scope("sampler", GENERATED):
             for name in GENNI_ONLY:
                 values[name] = _value(hp, name, space[name])
     heads = values["num_heads"]

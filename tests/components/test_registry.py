@@ -1,0 +1,52 @@
+"""The samplers' one registry: every name builds its layer, others are refused."""
+
+import numpy as np
+import pytest
+
+from genni.components.samplers import (
+    GenNiSampler,
+    PopularitySampler,
+    SamplerConfig,
+    UniformSampler,
+    build_sampler,
+    registry,
+)
+from genni.pipeline.training.config import SAMPLERS, TrainConfig
+
+
+def test_each_registered_name_builds_its_sampler_with_the_settings():
+    counts = np.arange(11, dtype=np.float64)
+    expected = {
+        "uniform": UniformSampler,
+        "popularity": PopularitySampler,
+        "genni": GenNiSampler,
+    }
+    assert registry.names() == tuple(expected)
+    for name, cls in expected.items():
+        config = SamplerConfig(name, num_negatives=3, alpha=1.5, beta=0.5, seed=7)
+        sampler = build_sampler(config, 10, counts)
+        assert type(sampler) is cls
+        assert (sampler.num_items, sampler.num_negatives) == (10, 3)
+    genni = build_sampler(SamplerConfig("genni", alpha=1.5, beta=0.5), 10)
+    assert (float(genni.alpha), genni.beta) == (1.5, 0.5)
+
+
+def test_unknown_names_and_missing_counts_are_clear_errors():
+    with pytest.raises(ValueError, match=r"Unknown sampler 'gan'.*uniform"):
+        build_sampler(SamplerConfig("gan"), 10)
+    with pytest.raises(ValueError, match="popularity sampler needs item counts"):
+        build_sampler(SamplerConfig("popularity"), 10)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("genni", registry.get("uniform"))
+
+
+def test_the_cli_choices_and_the_genni_knobs_come_from_the_registry():
+    assert registry.names() == SAMPLERS
+    assert registry.model_generated() == ("genni",)
+    with pytest.raises(ValueError, match="need --sampler genni"):
+        TrainConfig(data="d", output="o", sampler="uniform", beta_growth=20.0)
+    config = TrainConfig(data="d", output="o", seed=3, beta=1.0, beta_growth=20.0)
+    # The sampler's beta follows the run's schedule; its stream is the run's.
+    assert config.sampler_config(0).beta == pytest.approx(0.001)
+    assert config.sampler_config(20).beta == pytest.approx(0.01)
+    assert config.sampler_config().seed == registry.sampler_seed(3, 1)
