@@ -43,13 +43,13 @@ GIB = 1 << 30
 def eval_times(data_dir: str, rounds: int) -> dict[str, list[float]]:
     """Seconds per full-ranking validation pass, unpacked vs packed, interleaved."""
     from genni.components import schema
-    from genni.pipeline.training import train
+    from genni.pipeline.training import data, train
     from genni.pipeline.training.config import TrainConfig
 
-    info = schema.DatasetInfo.load(data_dir)
-    model = train.build_model(TrainConfig(data=data_dir, output=""), info, None)
+    dataset = data.Dataset.open(data_dir)
+    model = train.build_model(TrainConfig(data=data_dir, output=""), dataset)
     evaluators = {
-        name: train.Evaluator(data_dir, schema.VALID, info.max_len, pack=pack)
+        name: train.Evaluator(dataset, schema.VALID, pack=pack)
         for name, pack in (("unpacked", False), ("packed", True))
     }
     for evaluator in evaluators.values():

@@ -31,19 +31,22 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
     """
     import tensorflow as tf
 
-    from genni.pipeline.training import data, train
+    from genni.pipeline.training import callbacks, data, train
 
     path = os.path.join(output, CASE_STUDY_FILE)
     if os.path.exists(path):
         return rundir.read_json(path)
-    info = schema.DatasetInfo.load(config.data)
+    dataset = data.Dataset.open(config.data)
     tf.keras.utils.set_random_seed(config.seed)
-    model = train.build_model(config, info, None)
+    model = train.build_model(config, dataset)
     # A run directory of its own, checkpointed every epoch: a killed report
     # picks the case study up again (with the same settings only).
     checkpoint_dir = os.path.join(output, CASE_STUDY_CHECKPOINT)
     state = rundir.prepare(
-        checkpoint_dir, config.to_dict(), True, {"epoch": 0, "points": []}
+        checkpoint_dir,
+        config.to_dict(),
+        True,
+        {"epoch": 0, "points": [], "checkpoint": None},
     )
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=model, optimizer=model.optimizer),
@@ -54,53 +57,28 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
         manager.checkpoint.restore(
             state["checkpoint"]
         ).assert_existing_objects_matched()
-    # Raw ids, as in the logs: line n of each file is id n (0 is padding).
-    items, users = (
-        ["", *_lines(os.path.join(config.data, name))]
-        for name in (schema.ITEMS_FILE, schema.USERS_FILE)
-    )
-    valid = next(
-        iter(
-            data.batches(
-                data.records(config.data, schema.VALID),
-                info.max_len,
-                schema.VALID,
-                grid.case_users,
-            )
-        )
-    )
-    cached = data.records(config.data, schema.TRAIN).cache()
-    points = state["points"]
     epochs = max(grid.case_epochs)
     if verbose:
         resumed = f", resumed at epoch {state['epoch']}" if state["epoch"] else ""
         print(f"Case study: training GenNi for {epochs} epochs{resumed}, {path}")
-    progress = tf.keras.utils.Progbar(epochs, verbose=verbose, unit_name="epoch")
-    if state["epoch"]:
-        progress.update(state["epoch"])
-    for epoch in range(state["epoch"], epochs):
-        model.fit(
-            data.train_dataset(
-                cached,
-                info.max_len,
-                config.batch_size,
-                config.seed,
-                epoch,
-                pack=config.pack,
+    progress = callbacks.Progress(state, checkpoint_dir)
+    train.fit_epochs(
+        model,
+        config,
+        dataset,
+        progress,
+        epochs,
+        [
+            case_study_callback(progress, dataset, config, grid),
+            callbacks.EpochCheckpoint(
+                progress,
+                manager,
+                os.path.join(checkpoint_dir, rundir.STATE_FILE),
             ),
-            epochs=1,
-            verbose=0,
-        )
-        progress.update(epoch + 1)
-        if epoch + 1 in grid.case_epochs:
-            points.append(
-                {
-                    "epoch": epoch + 1,
-                    "users": _case_users(model, valid, items, users, config),
-                }
-            )
-        state = {"epoch": epoch + 1, "points": points, "checkpoint": manager.save()}
-        rundir.write_json(os.path.join(checkpoint_dir, rundir.STATE_FILE), state)
+        ],
+        verbose=0,
+    )
+    points = state["points"]
     result = {
         "alpha": config.alpha,
         "exclude_seen": config.exclude_seen,
@@ -111,9 +89,32 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
     return result
 
 
-def _lines(path: str) -> list[str]:
-    with open(path) as f:
-        return [line.rstrip("\n") for line in f]
+def case_study_callback(progress, dataset, config: TrainConfig, grid: Grid):
+    """The case study as a callback of the training driver: at each of
+    `grid.case_epochs`, GenNi's top negatives for the first validation users,
+    added to `progress.state["points"]`."""
+    import tensorflow as tf
+
+    class _CaseStudy(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.valid = next(iter(dataset.batches(schema.VALID, grid.case_users)))
+            # Raw ids, as in the logs: element n of each list is id n.
+            self.items = dataset.ids(schema.ITEMS_FILE)
+            self.users = dataset.ids(schema.USERS_FILE)
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            if epoch + 1 in grid.case_epochs:
+                progress.state["points"].append(
+                    {
+                        "epoch": epoch + 1,
+                        "users": _case_users(
+                            self.model, self.valid, self.items, self.users, config
+                        ),
+                    }
+                )
+
+    return _CaseStudy()
 
 
 def _case_users(

@@ -48,7 +48,7 @@ def step_times(
 
     if rounds < 1 or steps < 1:
         raise ValueError(f"rounds and steps must be positive. Got {rounds}, {steps}.")
-    info = schema.DatasetInfo.load(data_dir)
+    dataset = data.Dataset.open(data_dir)
     step_fns = {}
     batches: dict[tuple[int, bool], list] = {}  # The same batches for all.
     for name, overrides in configs.items():
@@ -57,15 +57,15 @@ def step_times(
         if key not in batches:
             batches[key] = list(
                 data.train_dataset(
-                    data.records(data_dir, schema.TRAIN),
-                    info.max_len,
+                    dataset.records(schema.TRAIN),
+                    dataset.max_len,
                     config.batch_size,
                     0,
                     0,
                     pack=config.pack,
                 ).take(steps)
             )
-        model = train.build_model(config, info, None)
+        model = train.build_model(config, dataset)
         fn = tf.function(model.train_step, reduce_retracing=True)
         for batch in batches[key]:  # Trace and warm up.
             fn(batch)

@@ -173,14 +173,17 @@ def export(
     `candidates`: the served ranking rule; by default the run's own, so the
     served top-K is ranked the way the run was evaluated.
     """
-    model = train.load_run(run_dir, data_dir)
     config = train.read_config(run_dir, data_dir)
-    info = schema.DatasetInfo.load(config.data)
-    with open(os.path.join(config.data, schema.ITEMS_FILE)) as f:
-        items = f.read().splitlines()
-    popularity = data.item_counts(config.data, info.max_len, info.num_items)
+    dataset = data.Dataset.open(config.data)
+    model = train.load_run(run_dir, data_dir, dataset)
+    items = dataset.ids(schema.ITEMS_FILE)[1:]
     module = ServingModule(
-        model, items, popularity, info.max_len, k, candidates or config.candidates
+        model,
+        items,
+        dataset.item_counts(),
+        dataset.max_len,
+        k,
+        candidates or config.candidates,
     )
     version = version if version is not None else next_version(base)
     if version < 1:

@@ -62,14 +62,11 @@ def savedmodel_metrics(path: str, data_dir: str, split: str) -> dict[str, float]
     if export.SIGNATURE_TOP_K not in model.signatures:
         raise ValueError(f"{path!r} has no {export.SIGNATURE_TOP_K!r} signature.")
     top_k = model.signatures[export.SIGNATURE_TOP_K]
-    info = schema.DatasetInfo.load(data_dir)
-    with open(os.path.join(data_dir, schema.ITEMS_FILE)) as f:
-        raw = np.array(["", *f.read().splitlines()], dtype=object)
+    dataset = data.Dataset.open(data_dir)
+    raw = np.array(dataset.ids(schema.ITEMS_FILE), dtype=object)
     accumulator = RankingAccumulator()
     everything = tf.constant(np.iinfo(np.int32).max, tf.int32)  # Clipped to |V|.
-    records = data.records(data_dir, split)
-    batches = data.batches(records, info.max_len, split, EVAL_BATCH_SIZE)
-    for features in batches:
+    for features in dataset.batches(split, EVAL_BATCH_SIZE):
         # The whole history, as a client sends it: the model encodes its last
         # max_len items and, under "new", leaves all of them out of the ranking.
         history = raw[features[schema.HISTORY].to_tensor().numpy()]  # Pad: "".

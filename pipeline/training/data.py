@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import json
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -39,6 +42,40 @@ def batches(
     )
 
 
+def _shuffled(cached: tf.data.Dataset, seed: int, epoch: int) -> tf.data.Dataset:
+    """The training examples in epoch `epoch`'s order (Python ints: a tensor
+    seed fails in TensorFlow's seed logic when the global seed is 0)."""
+    return cached.shuffle(
+        buffer_size=1 << 20,
+        seed=seed * SHUFFLE_SEED_STRIDE + epoch,
+        reshuffle_each_iteration=False,
+    )
+
+
+def _finish_training_batches(
+    batched: tf.data.Dataset, max_len: int, pack: bool
+) -> tf.data.Dataset:
+    spec = schema.feature_spec(max_len, schema.TRAIN)
+    out = batched.map(
+        lambda x: tf.io.parse_example(x, spec), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    if pack:
+        from genni.components import packing
+
+        out = out.map(
+            lambda features: packing.pack_features(features, max_len),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+    # Several workers (MultiWorkerMirroredStrategy) each build this same
+    # order and keep their share of its batches; the split is one file.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
+    return out.prefetch(tf.data.AUTOTUNE).with_options(options)
+
+
 def train_dataset(
     cached: tf.data.Dataset,
     max_len: int,
@@ -54,29 +91,15 @@ def train_dataset(
     as an uninterrupted one. `pack`: each batch's sequences packed into as few
     rows as fit (`genni.components.packing`).
     """
-    shuffled = cached.shuffle(
-        buffer_size=1 << 20,
-        seed=seed * SHUFFLE_SEED_STRIDE + epoch,
-        reshuffle_each_iteration=False,
-    )
+    shuffled = _shuffled(cached, seed, epoch)
     if num_examples is not None:  # Lets progress bars show the epoch length.
         shuffled = shuffled.apply(tf.data.experimental.assert_cardinality(num_examples))
-    out = batches(shuffled, max_len, schema.TRAIN, batch_size)
-    if pack:
-        from genni.components import packing
+    return _finish_training_batches(shuffled.batch(batch_size), max_len, pack)
 
-        out = out.map(
-            lambda features: packing.pack_features(features, max_len),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
-        ).prefetch(tf.data.AUTOTUNE)
-    # Several workers (MultiWorkerMirroredStrategy) each build this same
-    # order and keep their share of its batches; the split is one file.
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA
-    )
-    return out.with_options(options)
+
+def steps_per_epoch(num_examples: int, batch_size: int) -> int:
+    """Batches in one epoch of `num_examples` (the last one may be short)."""
+    return max(1, -(-num_examples // batch_size))
 
 
 def item_counts(data_dir: str, max_len: int, num_items: int) -> np.ndarray:
@@ -89,3 +112,73 @@ def item_counts(data_dir: str, max_len: int, num_items: int) -> np.ndarray:
         ids = batch[schema.HISTORY].flat_values.numpy()
         counts += np.bincount(ids, minlength=num_items + 1)
     return counts
+
+
+class Dataset:
+    """A preprocessed dataset, opened once and passed to whatever reads it.
+
+    Holds its `DatasetInfo` and reads each part on first use, then keeps it:
+    the splits' records (cached in memory after their first pass), the item
+    counts, the raw ids and `stats.json`.
+    """
+
+    def __init__(self, info: schema.DatasetInfo):
+        self.info = info
+        self._records: dict[str, tf.data.Dataset] = {}
+        self._item_counts: np.ndarray | None = None
+        self._stats: dict | None = None
+        self._ids: dict[str, list[str]] = {}
+
+    @classmethod
+    def open(cls, path: str) -> Dataset:
+        """The output of `genni preprocess` at `path` (a clear error if not)."""
+        return cls(schema.DatasetInfo.load(path))
+
+    @property
+    def path(self) -> str:
+        return self.info.data_dir
+
+    @property
+    def max_len(self) -> int:
+        return self.info.max_len
+
+    @property
+    def num_items(self) -> int:
+        return self.info.num_items
+
+    def records(self, split: str) -> tf.data.Dataset:
+        """Serialized examples of `split`, kept in memory after the first pass."""
+        if split not in self._records:
+            self._records[split] = records(self.path, split).cache()
+        return self._records[split]
+
+    def batches(self, split: str, batch_size: int) -> tf.data.Dataset:
+        """Parsed batches of `split`, in file order."""
+        return batches(self.records(split), self.max_len, split, batch_size)
+
+    def num_train_examples(self) -> int:
+        if self.info.num_train_examples is None:  # Older stats.json: count once.
+            count = sum(1 for _ in self.records(schema.TRAIN))
+            self.info = dataclasses.replace(self.info, num_train_examples=count)
+        return self.info.num_train_examples
+
+    def item_counts(self) -> np.ndarray:
+        """[num_items + 1] interaction counts over the training portion."""
+        if self._item_counts is None:
+            self._item_counts = item_counts(self.path, self.max_len, self.num_items)
+        return self._item_counts
+
+    def stats(self) -> dict:
+        """`stats.json` as `genni preprocess` wrote it."""
+        if self._stats is None:
+            with open(os.path.join(self.path, schema.STATS_FILE)) as f:
+                self._stats = json.load(f)
+        return self._stats
+
+    def ids(self, name: str) -> list[str]:
+        """Raw ids of `items.txt` or `users.txt` (`schema.ITEMS_FILE`, ...):
+        element n is id n, element 0 the padding id ""."""
+        if name not in self._ids:
+            with open(os.path.join(self.path, name), encoding="utf-8") as f:
+                self._ids[name] = ["", *f.read().splitlines()]
+        return self._ids[name]

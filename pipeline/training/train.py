@@ -16,6 +16,10 @@ A killed run continues with `--resume` from its last checkpoint and ends where
 an uninterrupted run would: the batch order depends only on (seed, epoch), and
 all randomness (dropout, sampler) comes from generators saved in checkpoints.
 
+The run is one `model.fit` over all of its epochs (`fit_epochs`); its
+per-epoch concerns (beta schedule, validation and early stopping,
+checkpoints, tensorboard) are Keras callbacks (`callbacks`).
+
 A non-finite loss or validation metric stops the run with `NonFiniteError`
 (naming the epoch and step) before that epoch is checkpointed: the last good
 checkpoint stays, `--resume` continues from it, and a non-finite epoch is
@@ -25,27 +29,41 @@ never the best one.
 from __future__ import annotations
 
 import contextlib
-import logging
-import math
 import os
 import shutil
 import statistics
-import time
 
-import numpy as np
 import tensorflow as tf
 
-from genni.components import packing, schema
-from genni.components.metrics import RankingAccumulator, in_history, target_ranks
-from genni.components.samplers import GenNiSampler, PopularitySampler, UniformSampler
-from genni.components.schedules import beta_for_epoch
-from genni.models.retrieval import SequentialRetrievalModel
-from genni.models.sasrec import SASRecEncoder
+from genni.components import schema
+from genni.components.samplers import registry
 from genni.pipeline.preprocess import sequences
+from genni.pipeline.training import callbacks as cb
 from genni.pipeline.training import data, rundir
-from genni.pipeline.training.config import STRATEGIES, PretrainConfig, TrainConfig
+from genni.pipeline.training.callbacks import OBJECTIVE, NonFiniteError
+from genni.pipeline.training.config import STRATEGIES, TrainConfig
+from genni.pipeline.training.data import Dataset
+from genni.pipeline.training.evaluate import (
+    EVAL_BATCH_SIZE,
+    Evaluator,
+    evaluate,
+    repeat_line,
+)
+from genni.pipeline.training.model import BEST_DIR, build_model, load_run, read_config
 
-_LOG = logging.getLogger(__name__)
+__all__ = [
+    "EVAL_BATCH_SIZE",
+    "OBJECTIVE",
+    "Evaluator",
+    "NonFiniteError",
+    "build_model",
+    "evaluate",
+    "fit_epochs",
+    "load_run",
+    "read_config",
+    "repeat_line",
+    "train",
+]
 
 CONFIG_FILE = rundir.CONFIG_FILE
 STATE_FILE = rundir.STATE_FILE
@@ -53,167 +71,11 @@ RunExistsError = rundir.RunExistsError
 RunBusyError = rundir.RunBusyError
 METRICS_FILE = rundir.METRICS_FILE
 CHECKPOINT_DIR = "checkpoints"
-BEST_DIR = "best"
 TENSORBOARD_DIR = "tensorboard"
 WORKERS_DIR = "workers"
-EVAL_BATCH_SIZE = 512
-OBJECTIVE = "NDCG@10"
 # Above this share of repeated valid/test targets, `--candidates new` warns.
 REPEAT_WARNING_SHARE = 0.05
-
-
-class NonFiniteError(RuntimeError):
-    """A NaN or inf loss or validation metric; the run stops at its last good
-    checkpoint."""
-
-
-class _StopOnNonFiniteLoss(tf.keras.callbacks.Callback):
-    """Stops `fit` at the first step whose loss is NaN or inf, and notes it."""
-
-    def __init__(self, key: str = "mean_loss"):
-        super().__init__()
-        self.key = key
-        self.bad_step: int | None = None
-        self.bad_value: float | None = None
-
-    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        value = (logs or {}).get(self.key)
-        if value is not None and not math.isfinite(float(value)):
-            self.bad_step, self.bad_value = batch + 1, float(value)
-            self.model.stop_training = True
-
-
-def build_encoder(
-    config: TrainConfig | PretrainConfig, info: schema.DatasetInfo
-) -> SASRecEncoder:
-    """The SASRec encoder of a run (named "sasrec" in every model)."""
-    return SASRecEncoder(
-        num_items=info.num_items,
-        max_len=info.max_len,
-        hidden_size=config.hidden_size,
-        num_layers=config.num_layers,
-        num_heads=config.num_heads,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        seed=config.seed,
-        name="sasrec",
-    )
-
-
-def build_model(
-    config: TrainConfig, info: schema.DatasetInfo, item_counts: np.ndarray | None
-) -> SequentialRetrievalModel:
-    """The one model builder, for training, evaluation and tuning."""
-    encoder = build_encoder(config, info)
-    sampler_seed = config.seed * 7919 + 1
-    k = config.num_negatives
-    sampler: GenNiSampler | PopularitySampler | UniformSampler | None
-    if config.loss == "softmax":
-        sampler = None
-    elif config.sampler == "genni":
-        sampler = GenNiSampler(
-            info.num_items,
-            k,
-            alpha=config.alpha,
-            beta=beta_for_epoch(0, config.beta, config.beta_growth),
-            max_logits=config.max_logits,
-            beta_group=config.beta_group,
-            seed=sampler_seed,
-        )
-    elif config.sampler == "popularity":
-        if item_counts is None:
-            raise ValueError("The popularity sampler needs item counts.")
-        sampler = PopularitySampler(
-            info.num_items, item_counts.tolist(), config.gamma, k, seed=sampler_seed
-        )
-    else:
-        sampler = UniformSampler(info.num_items, k, seed=sampler_seed)
-    model = SequentialRetrievalModel(
-        encoder,
-        sampler,
-        loss=config.loss,
-        exclude_seen=config.exclude_seen,
-        alpha_step=config.alpha_step if config.sampler == "genni" else None,
-    )
-    model.compile(optimizer=tf.keras.optimizers.Adam(config.learning_rate))
-    model(tf.zeros([1, info.max_len], tf.int64))  # Create the variables.
-    return model
-
-
-class Evaluator:
-    """Full-ranking metrics of a model on one split (cached input).
-
-    `candidates`: the ranking rule of `genni.components.metrics` ("new" or "all").
-    After a call, `users` and `repeat_targets` (users whose target repeats an
-    item of their history) describe the split.
-    """
-
-    def __init__(
-        self,
-        data_dir: str,
-        split: str,
-        max_len: int,
-        pack: bool = False,
-        candidates: str = "new",
-    ):
-        """`pack`: run the encoder on packed batches (the same scores)."""
-        self.split = split
-        self.pack = pack
-        self.candidates = candidates
-        self.users = 0
-        self.repeat_targets = 0
-        self._batches = data.batches(
-            data.records(data_dir, split).cache(), max_len, split, EVAL_BATCH_SIZE
-        )
-        if pack:  # Packed once, then cached.
-            self._batches = self._batches.map(
-                lambda features: packing.pack_inputs(features, max_len)
-            ).cache()
-        self._ranks = None
-
-    def __call__(self, model: SequentialRetrievalModel) -> dict[str, float]:
-        if self._ranks is None:
-
-            @tf.function(reduce_retracing=True)
-            def ranks(features):
-                if self.pack:
-                    scores = model.packed_call(
-                        features, tf.shape(features[schema.TARGET])[0]
-                    )
-                else:
-                    scores = model(features[schema.INPUT_IDS])
-                target, history = features[schema.TARGET], features[schema.HISTORY]
-                repeats = tf.reduce_sum(tf.cast(in_history(target, history), tf.int64))
-                return target_ranks(scores, target, history, self.candidates), repeats
-
-            self._ranks = ranks
-        accumulator = RankingAccumulator()
-        repeats = 0
-        for features in self._batches:
-            ranks, batch_repeats = self._ranks(features)
-            accumulator.update(ranks.numpy())
-            repeats += int(batch_repeats)
-        self.users, self.repeat_targets = accumulator.count, repeats
-        return accumulator.result()
-
-    def repeat_summary(self) -> dict:
-        """`metrics.json`'s record of repeated targets on this split."""
-        return {
-            "users": self.users,
-            "repeat_targets": self.repeat_targets,
-            "candidates": self.candidates,
-        }
-
-
-def repeat_line(split: str, users: int, repeats: int, candidates: str) -> str:
-    """'test repeat targets: 739 of 2,000 (37.0%), ...' for people."""
-    share = 100.0 * repeats / users if users else 0.0
-    what = (
-        "each a miss under --candidates new"
-        if candidates == "new"
-        else "ranked among all items (--candidates all)"
-    )
-    return f"{split} repeat targets: {repeats:,} of {users:,} ({share:.1f}%), {what}"
+_log_epoch = cb.log_epoch
 
 
 def check_dataset(config: TrainConfig, info: schema.DatasetInfo) -> None:
@@ -316,13 +178,76 @@ def train(
         return _train(config, resume, verbose, strategy)
 
 
+class _Progbar(tf.keras.callbacks.ProgbarLogger):
+    """Keras' progress bar, counting epochs out of the run's total."""
+
+    def __init__(self, total_epochs: int):
+        super().__init__(count_mode="steps")
+        self.total_epochs = total_epochs
+
+    def set_params(self, params: dict) -> None:
+        super().set_params({**params, "epochs": self.total_epochs})
+
+
+def fit_epochs(
+    model: tf.keras.Model,
+    config: TrainConfig,
+    dataset: Dataset,
+    progress: cb.Progress,
+    end_epoch: int,
+    callbacks: list[tf.keras.callbacks.Callback],
+    verbose: int = 1,
+) -> None:
+    """The one training driver: epochs `progress.state["epoch"]` .. `end_epoch`,
+    each epoch's batches in the order of (seed, epoch) alone, with `callbacks`
+    doing the per-epoch work (`genni.pipeline.training.callbacks`).
+
+    `EpochRecord`, the non-finite loss guard and, for GenNi, `BetaSchedule`
+    run first; then Keras' progress bar (so that it ends each epoch's line
+    before a callback prints), then `callbacks` in order. A callback stops
+    the run with `model.stop_training`, or by raising.
+    """
+    state = progress.state
+    before = [cb.EpochRecord(progress), cb.StopOnNonFinite(progress)]
+    if model.sampler is not None and registry.get(config.sampler).model_generated:
+        before.append(cb.BetaSchedule(progress, config.beta, config.beta_growth))
+    progbar = [_Progbar(end_epoch)] if verbose else []
+    cached = dataset.records(schema.TRAIN)
+    steps = data.steps_per_epoch(dataset.num_train_examples(), config.batch_size)
+    while state["epoch"] < end_epoch and not model.stop_training:
+        epoch = state["epoch"]
+        # One `fit` per epoch: each epoch's batches come from their own
+        # dataset, shuffled by (seed, epoch), so a resumed run sees the same.
+        batches = data.train_dataset(
+            cached,
+            dataset.max_len,
+            config.batch_size,
+            config.seed,
+            epoch,
+            pack=config.pack,
+        )
+        # Its length, for progress bars.
+        batches = batches.apply(tf.data.experimental.assert_cardinality(steps))
+        model.fit(
+            batches,
+            initial_epoch=epoch,
+            epochs=epoch + 1,
+            callbacks=[*before, *progbar, *callbacks],
+            verbose=verbose,
+        )
+        if state["epoch"] != epoch + 1:
+            raise RuntimeError(
+                f"Epoch {epoch + 1} ended without a checkpoint callback."
+            )
+
+
 def _train(
     config: TrainConfig,
     resume: bool,
     verbose: int,
     strategy: tf.distribute.Strategy | None,
 ) -> dict:
-    info = schema.DatasetInfo.load(config.data)
+    dataset = Dataset.open(config.data)
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
     if config.pack and config.exclude_seen and replicas > 1:
         raise ValueError(
@@ -331,7 +256,7 @@ def _train(
         )
     task = worker_task(strategy)
     if task is None:
-        check_dataset(config, info)
+        check_dataset(config, dataset.info)
         state = rundir.prepare(
             config.output,
             config.to_dict(),
@@ -344,19 +269,13 @@ def _train(
         state = _worker_state(config, resume)
         own_dir = os.path.join(config.output, WORKERS_DIR, task)
     tf.keras.utils.set_random_seed(config.seed)
-    counts = (
-        data.item_counts(config.data, info.max_len, info.num_items)
-        if config.sampler == "popularity"
-        else None
-    )
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        model = build_model(config, info, counts)
+        model = build_model(config, dataset)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
         manager = tf.train.CheckpointManager(
             checkpoint, os.path.join(own_dir, CHECKPOINT_DIR), max_to_keep=2
         )
         best_path = os.path.join(own_dir, BEST_DIR, "weights")
-        best = tf.train.Checkpoint(model=model)
         if state["checkpoint"]:
             checkpoint.restore(state["checkpoint"]).assert_existing_objects_matched()
             print(f"Resumed {config.output} at epoch {state['epoch']}.")
@@ -370,93 +289,45 @@ def _train(
                     f"{config.init_from}."
                 )
 
-    cached_train = data.records(config.data, schema.TRAIN).cache()
-    valid = Evaluator(
-        config.data, schema.VALID, info.max_len, config.pack, config.candidates
-    )
+    valid = Evaluator(dataset, schema.VALID, config.pack, config.candidates)
     writer = (
         tf.summary.create_file_writer(os.path.join(config.output, TENSORBOARD_DIR))
         if task is None
         else tf.summary.create_noop_writer()
     )
-    sampler = model.sampler
-    while state["epoch"] < config.epochs and not state["stopped_early"]:
-        epoch = state["epoch"]
-        record: dict = {"epoch": epoch + 1}
-        if isinstance(sampler, GenNiSampler):
-            beta = beta_for_epoch(epoch, config.beta, config.beta_growth)
-            if beta != sampler.beta:
-                sampler.beta = beta
-                model.train_function = None  # Retrace with the new shapes.
-            record["beta"] = beta
-            record["num_candidates"] = sampler.num_candidates
-        if verbose:
-            print(f"Epoch {epoch + 1}/{config.epochs}")
-        start = time.perf_counter()
-        guard = _StopOnNonFiniteLoss()
-        logs = model.fit(
-            data.train_dataset(
-                cached_train,
-                info.max_len,
-                config.batch_size,
-                config.seed,
-                epoch,
-                info.num_train_examples,
-                pack=config.pack,
+    progress = cb.Progress(state, config.output)
+    model.stop_training = state["stopped_early"]
+    fit_epochs(
+        model,
+        config,
+        dataset,
+        progress,
+        config.epochs,
+        [
+            cb.Validation(
+                progress,
+                valid,
+                best_path,
+                config.eval_every,
+                config.patience,
+                config.epochs,
+                verbose,
             ),
-            epochs=1,
-            verbose=verbose,
-            callbacks=[guard],
-        ).history
-        if guard.bad_step is not None:
-            raise NonFiniteError(
-                f"The loss became {guard.bad_value} at epoch {epoch + 1}, step "
-                f"{guard.bad_step}. {_kept(config, state)}"
-            )
-        record["train_seconds"] = time.perf_counter() - start
-        for key in ("mean_loss", "positive_score", "negative_score", "alpha"):
-            if logs.get(key):
-                record[key.removeprefix("mean_")] = float(logs[key][-1])
-        if (epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs:
-            start = time.perf_counter()
-            metrics = valid(model)
-            record["eval_seconds"] = time.perf_counter() - start
-            record["valid"] = metrics
-            objective = metrics[OBJECTIVE]
-            bad = [n for n, v in metrics.items() if not math.isfinite(v)]
-            if bad:
-                raise NonFiniteError(
-                    f"Validation {', '.join(bad)} non-finite at epoch {epoch + 1}, "
-                    f"step {int(model.optimizer.iterations)}. {_kept(config, state)}"
-                )
-            if state["best_objective"] is None or objective > state["best_objective"]:
-                state["best_objective"] = objective
-                state["best_epoch"] = epoch + 1
-                state["epochs_without_improvement"] = 0
-                best.write(best_path)
-            else:
-                state["epochs_without_improvement"] += config.eval_every
-                if state["epochs_without_improvement"] >= config.patience:
-                    state["stopped_early"] = True
-            if verbose:
-                print(
-                    f"  valid HR@10 {metrics['HR@10']:.2f}  NDCG@10 "
-                    f"{metrics['NDCG@10']:.2f}  (best {state['best_objective']:.2f} "
-                    f"at epoch {state['best_epoch']})"
-                )
-        _log_epoch(writer, record)
-        state["history"].append(record)
-        state["epoch"] = epoch + 1
-        state["checkpoint"] = manager.save(checkpoint_number=epoch + 1)
-        if task is None:  # Every worker resumes from the chief's checkpoint.
-            rundir.write_json(os.path.join(config.output, STATE_FILE), state)
-
+            cb.EpochCheckpoint(
+                progress,
+                manager,
+                # Every worker resumes from the chief's checkpoint.
+                os.path.join(config.output, STATE_FILE) if task is None else None,
+                # Looked up at each epoch's end, so tests can stand in.
+                log=lambda record: _log_epoch(writer, record),
+            ),
+        ],
+        verbose,
+    )
     if state["best_epoch"] is None:
         raise NonFiniteError(f"No epoch of {config.output!r} was validated.")
-    best.read(best_path).assert_existing_objects_matched()
-    test = Evaluator(
-        config.data, schema.TEST, info.max_len, config.pack, config.candidates
-    )
+    tf.train.Checkpoint(model=model).read(best_path).assert_existing_objects_matched()
+    test = Evaluator(dataset, schema.TEST, config.pack, config.candidates)
     result = _finish(config, state, valid(model), test(model))
     result["repeats"] = {
         schema.VALID: valid.repeat_summary(),
@@ -469,28 +340,6 @@ def _train(
         with contextlib.suppress(OSError):  # Other workers may still be there.
             os.rmdir(os.path.dirname(own_dir))
     return result
-
-
-def _kept(config: TrainConfig, state: dict) -> str:
-    """Where a stopped run stands: its last good checkpoint, and what next."""
-    if not state["checkpoint"]:
-        return "No epoch was checkpointed; change the settings and start again."
-    return (
-        f"The checkpoint of epoch {state['epoch']} is kept (best epoch "
-        f"{state['best_epoch']}): lower --learning-rate or change the settings "
-        f"that diverged, or `genni train ... --output {config.output} --resume` "
-        "to continue from it."
-    )
-
-
-def _log_epoch(writer: tf.summary.SummaryWriter, record: dict) -> None:
-    with writer.as_default(step=record["epoch"]):
-        for key, value in record.items():
-            if isinstance(value, (int, float)) and key != "epoch":
-                tf.summary.scalar(key, value)
-        for key, value in record.get("valid", {}).items():
-            tf.summary.scalar(f"valid/{key}", value)
-    writer.flush()
 
 
 def _finish(config: TrainConfig, state: dict, valid: dict, test: dict) -> dict:
@@ -514,44 +363,3 @@ def _finish(config: TrainConfig, state: dict, valid: dict, test: dict) -> dict:
         "history": history,
     }
     return result
-
-
-def read_config(run_dir: str, data_dir: str | None = None) -> TrainConfig:
-    """The `TrainConfig` of a run, optionally pointed at another dataset copy."""
-    config_path = os.path.join(run_dir, CONFIG_FILE)
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(f"{config_path} not found: is {run_dir!r} a run?")
-    values = rundir.read_json(config_path)
-    if data_dir is not None:
-        values["data"] = data_dir
-    return TrainConfig.from_dict(values)
-
-
-def load_run(run_dir: str, data_dir: str | None = None) -> SequentialRetrievalModel:
-    """The model of a finished (or running) run, with its best weights."""
-    config = read_config(run_dir, data_dir)
-    info = schema.DatasetInfo.load(config.data)
-    counts = np.ones(info.num_items + 1) if config.sampler == "popularity" else None
-    model = build_model(config, info, counts)
-    best_path = os.path.join(run_dir, BEST_DIR, "weights")
-    if not tf.io.gfile.exists(best_path + ".index"):
-        raise FileNotFoundError(f"{run_dir!r} has no best weights yet.")
-    tf.train.Checkpoint(model=model).read(best_path).expect_partial()
-    return model
-
-
-def evaluate(
-    run_dir: str, data_dir: str | None, split: str, candidates: str | None = None
-) -> tuple[dict[str, float], dict]:
-    """Full-ranking metrics of a run's best weights on `split`.
-
-    `candidates`: the ranking rule (default: the run's). Returns the metrics
-    and the split's repeated targets (`Evaluator.repeat_summary`).
-    """
-    model = load_run(run_dir, data_dir)
-    config = read_config(run_dir, data_dir)
-    info = schema.DatasetInfo.load(config.data)
-    evaluator = Evaluator(
-        config.data, split, info.max_len, config.pack, candidates or config.candidates
-    )
-    return evaluator(model), evaluator.repeat_summary()

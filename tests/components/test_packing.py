@@ -142,10 +142,11 @@ def test_packed_dataset_and_training(tmp_path):
     assert result["test"]["HR@10"] > 2 * 100 * 10 / stats["items"]
     # Evaluation on packed batches ranks as the unpacked one does.
     model = train.load_run(config.output)
+    dataset = data.Dataset.open(data_dir)
     for split in (schema.VALID, schema.TEST):
-        plain = train.Evaluator(data_dir, split, info.max_len)(model)
-        packed = train.Evaluator(data_dir, split, info.max_len, pack=True)(model)
+        plain = train.Evaluator(dataset, split)(model)
+        packed = train.Evaluator(dataset, split, pack=True)(model)
         assert packed == pytest.approx(plain, abs=1e-3)
     assert result["test"] == pytest.approx(
-        train.Evaluator(data_dir, schema.TEST, info.max_len)(model), abs=1e-3
+        train.Evaluator(dataset, schema.TEST)(model), abs=1e-3
     )

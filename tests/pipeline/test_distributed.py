@@ -78,9 +78,10 @@ straight, resumed = straight_and_resumed(
 )
 
 # The self-adjusted alpha is a mirrored variable: its copies must stay equal.
-info = schema.DatasetInfo.load(data_dir)
+dataset = data.Dataset.open(data_dir)
+info = dataset.info
 with strategy.scope():
-    model = train.build_model(tiny_config("fit", alpha_step=0.05), info, None)
+    model = train.build_model(tiny_config("fit", alpha_step=0.05), dataset)
 records = data.records(data_dir, schema.TRAIN)
 batches = data.train_dataset(records, info.max_len, 64, 0, 0)
 model.fit(batches, epochs=2, verbose=0)

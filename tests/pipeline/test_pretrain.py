@@ -9,6 +9,7 @@ import pytest
 from genni.components import schema
 from genni.models import s3rec
 from genni.pipeline.cli import main as cli
+from genni.pipeline.training import data as data_module
 from genni.pipeline.training import pretrain, train
 from genni.pipeline.training.config import PretrainConfig, TrainConfig
 from tests.conftest import make_dataset
@@ -97,8 +98,7 @@ def test_init_from_loads_exactly_the_pretrained_encoder(dataset, tmp_path):
         verbose=0,
     )
     config = TrainConfig(data=data, output=str(tmp_path / "r"), init_from=pre, **MODEL)
-    info = schema.DatasetInfo.load(data)
-    model = train.build_model(config, info, None)
+    model = train.build_model(config, data_module.Dataset.open(data))
     loaded = pretrain.initialize(model.encoder, config)
     saved = np.load(os.path.join(pre, pretrain.ENCODER_FILE))
     assert sorted(saved.files) == loaded
