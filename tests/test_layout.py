@@ -29,10 +29,12 @@ FLOORS = [
 ]
 # Sideways imports between jobs of the same floor that are part of the design:
 # the report and the serving export read training runs; training reads the
-# dataset contract written by preprocessing.
+# dataset contract written by preprocessing; batch recommendations read logs
+# the way preprocessing does.
 SIDEWAYS = {
     ("genni.pipeline.reproduce", "genni.pipeline.training"),
     ("genni.pipeline.serving", "genni.pipeline.training"),
+    ("genni.pipeline.serving", "genni.pipeline.preprocess"),
     ("genni.pipeline.training", "genni.pipeline.preprocess"),
     ("genni.pipeline.reproduce", "genni.pipeline.preprocess"),
 }

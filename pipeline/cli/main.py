@@ -37,6 +37,9 @@ __all__ = [
 EXIT_USAGE = 2
 # Commands that never start TensorFlow.
 LIGHT_COMMANDS = ("synth", "stats")
+# Commands that pass the flags they do not know to Apache Beam.
+BEAM_COMMANDS = ("preprocess", "batch-recommend")
+WORKER_LOG_LEVEL = "WARNING"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_export(commands)
     serving.add_serve(commands)
     serving.add_recommend(commands)
+    serving.add_batch_recommend(commands)
     data.add_stats(commands)
     workflow.add_pipeline(commands)
     return parser
@@ -91,9 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose and args.command not in LIGHT_COMMANDS:
         quiet.start_quietly()
     try:
-        if extra and args.command != "preprocess":  # Only Beam takes extra flags.
+        if extra and args.command not in BEAM_COMMANDS:  # Only Beam takes extras.
             raise ValueError(f"Unknown arguments: {' '.join(extra)}")
-        return args.handler(args, extra)
+        if args.verbose or args.command not in BEAM_COMMANDS:
+            return args.handler(args, extra)
+        # Beam's worker processes share this stderr: keep their start-up quiet.
+        extra = [f"--default_sdk_harness_log_level={WORKER_LOG_LEVEL}", *extra]
+        with quiet.worker_stderr_filtered():
+            return args.handler(args, extra)
     except (
         FileNotFoundError,
         FileExistsError,

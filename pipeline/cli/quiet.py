@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 
 # Lines the TensorFlow runtime prints on every start on a machine like ours.
 NOISE = re.compile(
@@ -52,6 +53,53 @@ def native_stderr_filtered():
             for line in captured.read().decode("utf-8", "replace").splitlines():
                 if line.strip() and not NOISE.search(line):
                     print(line, file=sys.stderr)
+
+
+# What Beam's worker processes (DirectRunner multi_processing, or a portable
+# runner's LOOPBACK workers) print on their inherited stderr at start-up and
+# stop, before their log level applies: INFO lines and known warnings.
+WORKER_NOISE = re.compile(
+    r"^(INFO|DEBUG):|"
+    r"apitools not found|"
+    r"No semi_persistent_directory found|"
+    r"Discarding unparseable args|"
+    r"Resource module is not available|"
+    r"^WARNING: All log messages before absl"
+)
+
+
+@contextlib.contextmanager
+def worker_stderr_filtered():
+    """Inside the block, fd 2 goes through a pipe whose lines are passed on as
+    they come, except TensorFlow's and Beam workers' start-up noise: progress
+    lines and real errors still show at once."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    read_end, write_end = os.pipe()
+
+    def forward() -> None:
+        with os.fdopen(read_end, "rb") as pipe, os.fdopen(saved, "wb", 0) as out:
+            for raw in pipe:
+                line = raw.decode("utf-8", "replace")
+                if line.strip() and not (
+                    NOISE.search(line) or WORKER_NOISE.search(line)
+                ):
+                    out.write(raw)
+
+    thread = threading.Thread(target=forward, daemon=True, name="stderr-filter")
+    thread.start()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # The pipe's last writer closes; the thread ends.
+        thread.join(timeout=10)
 
 
 def configure(verbose: bool) -> None:

@@ -38,6 +38,19 @@ def is_version(name: str) -> bool:
     return name.isascii() and name.isdigit()
 
 
+def versions(base_path: str) -> dict[int, str]:
+    """Version -> directory name, for ASCII-digit directories with a model."""
+    if not os.path.isdir(base_path):
+        return {}
+    found = {}
+    for v in sorted(os.listdir(base_path), reverse=True):
+        if is_version(v) and os.path.exists(
+            os.path.join(base_path, v, "saved_model.pb")
+        ):
+            found[int(v)] = v  # "7" wins over "007".
+    return found
+
+
 @dataclass(frozen=True)
 class Servable:
     """One loaded, checked and warmed-up version."""
@@ -155,16 +168,7 @@ class ModelRepository:
             )
 
     def available(self) -> dict[int, str]:
-        """Version -> directory name, for ASCII-digit directories with a model."""
-        if not os.path.isdir(self.base_path):
-            return {}
-        found = {}
-        for v in sorted(os.listdir(self.base_path), reverse=True):
-            if is_version(v) and os.path.exists(
-                os.path.join(self.base_path, v, "saved_model.pb")
-            ):
-                found[int(v)] = v  # "7" wins over "007".
-        return found
+        return versions(self.base_path)
 
     @property
     def served(self) -> Servable | None:
