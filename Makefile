@@ -34,6 +34,8 @@ demo: install
 	$(GENNI) evaluate --run $(DEMO)/runs/genni --split test
 	$(GENNI) export --run $(DEMO)/runs/genni --output $(DEMO)/models
 	$(PY) -m genni.pipeline.cli.demo --model-base-path $(DEMO)/models --data $(DEMO)/data
+	$(GENNI) batch-recommend --model $(DEMO)/models --input '$(DEMO)/logs/*.json.gz' \
+		--output $(DEMO)/recommendations
 	$(GENNI) pipeline --config examples/pipeline.yaml
 	@echo '--- the same pipeline again: every step is up to date'
 	$(GENNI) pipeline --config examples/pipeline.yaml
