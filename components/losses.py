@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-LOSSES = ("bce", "bpr", "softmax")
+LOSSES = ("bce", "bpr", "softmax", "sampled_softmax")
 
 
 def sampled_logits(
@@ -48,6 +48,36 @@ def bpr_loss(positive_logits: tf.Tensor, negative_logits: tf.Tensor) -> tf.Tenso
     """
     margins = positive_logits[:, None] - negative_logits
     return tf.reduce_mean(tf.nn.softplus(-margins))
+
+
+def sampled_softmax_loss(
+    positive_logits: tf.Tensor,
+    negative_logits: tf.Tensor,
+    negative_log_q: tf.Tensor | None = None,
+) -> tf.Tensor:
+    """Sampled softmax: cross-entropy of the positive against itself and its k
+    negatives, with the importance correction for the proposal that drew them.
+
+    mean_n [ logsumexp(pos_n, neg_n1 - c_n1, ..., neg_nk - c_nk) - pos_n ],
+    c_nj = log(k Q(j | n)), or 0 without `negative_log_q` (uncorrected).
+
+    With the correction, (1/k) sum_j exp(neg_nj) / Q(j | n) is an unbiased
+    estimate of the sum of exp(logit) over the items the proposal can draw, so
+    the loss and its gradient tend to the full softmax's (over those items and
+    the positive) as k grows; Q may be any law that never draws the positive,
+    such as GenNi's own softmax(alpha * h . e). No gradient flows through Q.
+
+    Args:
+        positive_logits: [N].
+        negative_logits: [N, k].
+        negative_log_q: [N, k] log Q of each drawn negative, or None.
+    """
+    if negative_log_q is not None:
+        k = tf.cast(tf.shape(negative_logits)[-1], negative_logits.dtype)
+        correction = tf.stop_gradient(tf.cast(negative_log_q, negative_logits.dtype))
+        negative_logits = negative_logits - correction - tf.math.log(k)
+    logits = tf.concat([positive_logits[:, None], negative_logits], axis=-1)
+    return tf.reduce_mean(tf.reduce_logsumexp(logits, axis=-1) - positive_logits)
 
 
 def softmax_loss(logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:

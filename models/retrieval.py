@@ -23,7 +23,9 @@ class SequentialRetrievalModel(tfrs.Model):
     Args:
         encoder: the query tower; its item table is the candidate tower.
         sampler: draws negatives; ignored by the softmax loss.
-        loss: "bce", "bpr" or "softmax".
+        loss: "bce", "bpr", "softmax" or "sampled_softmax".
+        logq_correction: under "sampled_softmax", subtract log(k Q) of each
+            negative (Q: the sampler's draw probability).
         exclude_seen: pass the user's items to the sampler as exclusions.
         alpha_step: if set, alpha of a GenNi sampler self-adjusts by this step.
     """
@@ -33,6 +35,7 @@ class SequentialRetrievalModel(tfrs.Model):
         encoder: SASRecEncoder,
         sampler: NegativeSampler | None,
         loss: str = "bce",
+        logq_correction: bool = True,
         exclude_seen: bool = False,
         alpha_step: float | None = None,
         **kwargs,
@@ -47,6 +50,7 @@ class SequentialRetrievalModel(tfrs.Model):
         self.encoder = encoder
         self.sampler = sampler
         self.loss_name = loss
+        self.logq_correction = logq_correction
         self.exclude_seen = exclude_seen
         self.curriculum = None if alpha_step is None else SelfAdjustingAlpha(alpha_step)
         self.positive_score = tf.keras.metrics.Mean("positive_score")
@@ -136,14 +140,22 @@ class SequentialRetrievalModel(tfrs.Model):
             else:
                 rows = tf.where(at_target)[:, 0]
             exclude = tf.gather(features[schema.USER_ITEMS], rows)
-        negatives = self.sampler(queries, positives, table, exclude=exclude)  # (N, k)
+        log_q = None
+        if self.loss_name == "sampled_softmax" and self.logq_correction:
+            negatives, log_q = self.sampler(
+                queries, positives, table, exclude=exclude, return_log_q=True
+            )
+        else:
+            negatives = self.sampler(queries, positives, table, exclude=exclude)
         positive_logits, negative_logits = losses.sampled_logits(
             queries, table, positives, negatives
-        )
+        )  # (N,), (N, k)
         if self.loss_name == "bce":
             loss = losses.bce_loss(positive_logits, negative_logits)
-        else:
+        elif self.loss_name == "bpr":
             loss = losses.bpr_loss(positive_logits, negative_logits)
+        else:
+            loss = losses.sampled_softmax_loss(positive_logits, negative_logits, log_q)
         self.mean_loss.update_state(loss)
         self.positive_score.update_state(positive_logits)
         self.negative_score.update_state(negative_logits)

@@ -187,7 +187,8 @@ class GenNiSampler(NegativeSampler):
         targets: tf.Tensor,
         item_embeddings: tf.Tensor,
         exclude: tf.RaggedTensor | None = None,
-    ) -> tf.Tensor:
+        return_log_q: bool = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
         """Draw negatives.
 
         Args:
@@ -197,9 +198,15 @@ class GenNiSampler(NegativeSampler):
             exclude: optional ragged [N, *] item ids also never drawn (the
                 user's own items). A row whose candidates are all excluded
                 falls back to excluding only its target.
+            return_log_q: also return log Q of each draw, for the importance
+                correction of a sampled softmax.
 
         Returns:
-            [N, k] int64 item ids in 1..num_items.
+            [N, k] int64 item ids in 1..num_items; with `return_log_q`, also
+            [N, k] float log Q: the log-probability of the draw under the law
+            it came from, softmax(alpha * h . e) over the row's candidates, plus
+            log(beta') = log(m / num_items) when V' is a uniform subset of m
+            items, so that exp(s_j) / Q estimates a sum over the whole catalog.
         """
         alpha = tf.cast(self.alpha, queries.dtype)
         # alpha * (h . e) = (alpha * h) . e: scale the N queries, not N x m logits.
@@ -275,15 +282,27 @@ class GenNiSampler(NegativeSampler):
                     lambda: masked_logits,
                 )
             picks = categorical(masked_logits, self.num_negatives, seed)  # (rows, k)
-            return tf.gather(chunk_ids, picks)
+            if not return_log_q:
+                return tf.gather(chunk_ids, picks)
+            log_q = tf.gather(tf.nn.log_softmax(masked_logits), picks, batch_dims=1)
+            return tf.gather(chunk_ids, picks), log_q + log_subset
 
+        log_subset = math.log(m / self.num_items)
+        ids_spec = tf.TensorSpec([None, self.num_negatives], tf.int64)
         drawn = tf.map_fn(
             draw_chunk,
             elems,
-            fn_output_signature=tf.TensorSpec([None, self.num_negatives], tf.int64),
+            fn_output_signature=(
+                (ids_spec, tf.TensorSpec([None, self.num_negatives], queries.dtype))
+                if return_log_q
+                else ids_spec
+            ),
             parallel_iterations=1,  # One chunk of logits alive at a time.
         )
-        return tf.reshape(drawn, [-1, self.num_negatives])[:n]
+        if not return_log_q:
+            return tf.reshape(drawn, [-1, self.num_negatives])[:n]
+        ids, log_q = (tf.reshape(x, [-1, self.num_negatives])[:n] for x in drawn)
+        return ids, log_q
 
     def _candidates(self, table: tf.Tensor, seed: tf.Tensor) -> tuple:
         """V': ids (sorted, [m]) and embeddings ([m, d]) of a uniform draw of

@@ -57,7 +57,8 @@ class PopularitySampler(NegativeSampler):
         targets: tf.Tensor,
         item_embeddings: tf.Tensor | None = None,
         exclude: tf.RaggedTensor | None = None,
-    ) -> tf.Tensor:
+        return_log_q: bool = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
         targets = tf.cast(targets, tf.int64)
 
         def draw(shape: tf.Tensor) -> tf.Tensor:
@@ -73,7 +74,15 @@ class PopularitySampler(NegativeSampler):
             return hit
 
         negatives = draw(tf.stack([tf.shape(targets)[0], self.num_negatives]))
-        return self._reject(negatives, bad, draw)
+        negatives = self._reject(negatives, bad, draw)
+        if not return_log_q:
+            return negatives
+        # The popularity law renormalised without the row's target (the
+        # rejected draws); excluded items of the user are not taken out.
+        log_norm = tf.reduce_logsumexp(self._logits)
+        log_p = tf.gather(self._logits[0], negatives - 1) - log_norm
+        target_p = tf.exp(tf.gather(self._logits[0], targets - 1) - log_norm)
+        return negatives, log_p - tf.math.log1p(-target_p)[:, None]
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -29,7 +29,8 @@ class UniformSampler(NegativeSampler):
         targets: tf.Tensor,
         item_embeddings: tf.Tensor | None = None,
         exclude: tf.RaggedTensor | None = None,
-    ) -> tf.Tensor:
+        return_log_q: bool = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
         targets = tf.cast(targets, tf.int64)
         shape = tf.stack([tf.shape(targets)[0], self.num_negatives])
         if exclude is None:
@@ -60,4 +61,9 @@ class UniformSampler(NegativeSampler):
         _, ids = tf.while_loop(
             lambda j, _: j < tf.shape(excluded)[1], step, (tf.constant(0), ids)
         )
-        return tf.minimum(ids, self.num_items)
+        ids = tf.minimum(ids, self.num_items)
+        if not return_log_q:
+            return ids
+        # Uniform over the row's allowed items: log Q = -log(allowed).
+        log_q = -tf.math.log(tf.cast(tf.maximum(allowed, 1), tf.float32))
+        return ids, tf.broadcast_to(log_q[:, None], tf.shape(ids))

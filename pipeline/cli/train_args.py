@@ -93,7 +93,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Never draw the user's own items as negatives (any sampler).",
     )
     parser.add_argument(
-        "--loss", choices=LOSSES, default=None, help=f"Loss (default {d.loss})."
+        "--loss",
+        choices=LOSSES,
+        default=None,
+        help=f"Loss (default {d.loss}). sampled_softmax: cross-entropy over the "
+        "positive and its k negatives, corrected by each negative's draw "
+        "probability (log Q).",
+    )
+    parser.add_argument(
+        "--no-logq-correction",
+        dest="logq_correction",
+        action="store_false",
+        default=None,
+        help="sampled_softmax without the log Q correction (for ablations).",
     )
     parser.add_argument(
         "--pack",

@@ -28,7 +28,7 @@ LAYOUT_SETTINGS = ("pack",)
 
 # Settings added after runs were archived, left out of a run's key at their
 # default, so that every run made before them keeps its key.
-LATER_SETTINGS = {"beta_group": None, "candidates": "new"}
+LATER_SETTINGS = {"beta_group": None, "candidates": "new", "logq_correction": True}
 
 # What only a sampler reads: the full-softmax loss draws no negatives, so a
 # softmax run is keyed with these at their defaults, whatever they were set to.

@@ -65,7 +65,7 @@ SAMPLERS = registry.names()
 # Which items a ranking holds (`genni.components.metrics.CANDIDATES`; kept here so
 # that `--help` needs no TensorFlow).
 CANDIDATES = ("new", "all")
-LOSSES = ("bce", "bpr", "softmax")
+LOSSES = ("bce", "bpr", "softmax", "sampled_softmax")
 # Step of the self-adjusted alpha that the report grid and the tuner use (the
 # paper gives none). Toys, alpha from 0, packed, seed 0: with 0.001 alpha was
 # 0.02 after 14 epochs and stayed near its start (consecutive batch losses
@@ -85,7 +85,10 @@ class TrainConfig(_Settings):
     `beta_group` (positions sharing one V' of GenNi; None: the whole batch),
     `alpha_step` (self-adjusted alpha; None keeps it fixed), `gamma`
     (popularity exponent), `exclude_seen` (the sampler never draws the
-    user's items), `max_logits` (GenNi memory bound). Training: `loss`,
+    user's items), `max_logits` (GenNi memory bound). Training: `loss`
+    (`sampled_softmax`: cross-entropy over the positive and its k negatives,
+    with `logq_correction` subtracting log(k Q) of each draw; see
+    `genni.components.losses.sampled_softmax_loss`),
     `epochs`, `patience` (epochs without a better valid NDCG@10),
     `eval_every`, `batch_size`, `learning_rate`, `seed`, `pack` (several
     sequences per row of a training batch: the same outputs and loss, a
@@ -111,6 +114,7 @@ class TrainConfig(_Settings):
     exclude_seen: bool = False
     max_logits: int = 1 << 24
     loss: str = "bce"
+    logq_correction: bool = True
     epochs: int = 200
     patience: int = 40
     eval_every: int = 1

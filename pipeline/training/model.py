@@ -45,6 +45,7 @@ def build_model(
         encoder,
         sampler,
         loss=config.loss,
+        logq_correction=config.logq_correction,
         exclude_seen=config.exclude_seen,
         alpha_step=config.alpha_step,
     )
