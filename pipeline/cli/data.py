@@ -69,6 +69,22 @@ def format_stats(stats: dict) -> str:
     return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)
 
 
+def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
+    """How review logs are read (`genni preprocess`, `genni batch-recommend`)."""
+    parser.add_argument(
+        "--format",
+        default=formats.AUTO,
+        choices=(formats.AUTO, *formats.FORMATS),
+        help="Log format; 'auto' detects it from the first line (default).",
+    )
+    parser.add_argument(
+        "--min-rating",
+        type=float,
+        default=None,
+        help="Keep only reviews with rating > R (default: keep all).",
+    )
+
+
 def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `genni preprocess` (Beam's own options pass through)."""
     parser.add_argument(
@@ -77,23 +93,12 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output", required=True, help="Directory to write (local or any Beam FS)."
     )
-    parser.add_argument(
-        "--format",
-        default=formats.AUTO,
-        choices=(formats.AUTO, *formats.FORMATS),
-        help="Log format; 'auto' detects it from the first line (default).",
-    )
+    add_reading_arguments(parser)
     parser.add_argument(
         "--min-count",
         type=int,
         default=schema.DEFAULT_MIN_COUNT,
         help="k of the iterative k-core over users and items (default 5).",
-    )
-    parser.add_argument(
-        "--min-rating",
-        type=float,
-        default=None,
-        help="Keep only reviews with rating > R (default: keep all).",
     )
     parser.add_argument(
         "--max-len",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from genni.pipeline.cli import train_args
+from genni.pipeline.cli import data, train_args
 
 EXIT_REFUSED = 3  # `genni export --against`: the candidate was not published.
 
@@ -200,8 +200,6 @@ def add_recommend(commands) -> None:
 
 
 def add_batch_recommend(commands) -> None:
-    from genni.pipeline.preprocess import formats
-
     p = commands.add_parser(
         "batch-recommend",
         help="Top-k items for every user of a log at once (Apache Beam).",
@@ -229,18 +227,7 @@ def add_batch_recommend(commands) -> None:
         "--output", required=True, help="Directory to write (local or any Beam FS)."
     )
     p.add_argument("--k", type=int, default=10, help="Items per user (default 10).")
-    p.add_argument(
-        "--format",
-        default=formats.AUTO,
-        choices=(formats.AUTO, *formats.FORMATS),
-        help="Input format; 'auto' detects it from the first line (default).",
-    )
-    p.add_argument(
-        "--min-rating",
-        type=float,
-        default=None,
-        help="Use only reviews with rating > R, as `genni preprocess` (default all).",
-    )
+    data.add_reading_arguments(p)
     p.add_argument(
         "--batch-size",
         type=int,

@@ -87,10 +87,14 @@ def check_inputs(config: PreprocessConfig) -> str:
     """Fail early on a missing input or a busy output; returns the log format."""
     outputs.input_files(config.input)
     outputs.check_output(config.output, config.overwrite)
-    fmt = formats.resolve_format(
-        config.format, (line for _, line in outputs.iter_lines(config.input))
-    )
-    if fmt == formats.SEQUENCES and config.min_rating is not None:
+    return log_format(config.input, config.format, config.min_rating)
+
+
+def log_format(pattern: str, fmt: str, min_rating: float | None) -> str:
+    """The format of the logs matching `pattern`: `fmt`, or detected for
+    "auto"; an error if it cannot be told or has no ratings to filter on."""
+    fmt = formats.resolve_format(fmt, (line for _, line in outputs.iter_lines(pattern)))
+    if fmt == formats.SEQUENCES and min_rating is not None:
         raise ValueError(
             "--min-rating needs ratings, and the sequences format has none."
         )

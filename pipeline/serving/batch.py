@@ -46,7 +46,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from genni.components import schema
 from genni.pipeline.preprocess import beam as preprocess
-from genni.pipeline.preprocess import formats, outputs
+from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
 from genni.pipeline.serving import export, repository
 
 RECOMMENDATIONS_PREFIX = "recommendations"
@@ -218,16 +218,7 @@ def _write_summary(pairs: list[tuple[str, int]], settings: dict, path: str) -> N
     for key, value in pairs:
         counts[key] += value
     summary = dict(settings)
-    for key in (
-        USERS_WRITTEN,
-        POPULAR_FALLBACK,
-        "lines_read",
-        "blank_lines",
-        "malformed_lines",
-        "events_read",
-        "dropped_by_rating",
-        "duplicate_events",
-    ):
+    for key in (USERS_WRITTEN, POPULAR_FALLBACK, *sequences.COUNTERS):
         summary[key] = counts[key]
     outputs.write_json(path, summary)
 
@@ -292,14 +283,7 @@ def _check_input(config: BatchConfig) -> str:
     lines = (line for _, line in outputs.iter_lines(config.input))
     if not any(line.strip() for line in lines):
         raise ValueError(f"The input {config.input!r} is empty: no record to read.")
-    fmt = formats.resolve_format(
-        config.format, (line for _, line in outputs.iter_lines(config.input))
-    )
-    if fmt == formats.SEQUENCES and config.min_rating is not None:
-        raise ValueError(
-            "--min-rating needs ratings, and the sequences format has none."
-        )
-    return fmt
+    return inmemory.log_format(config.input, config.format, config.min_rating)
 
 
 def run(config: BatchConfig, pipeline_args: list[str] | None = None) -> dict:
