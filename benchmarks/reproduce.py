@@ -7,7 +7,8 @@ over seeds, test, %) beside the paper's numbers (`paper.PAPER`), with seconds
 per epoch.
 
     python benchmarks/reproduce.py --data DIR --dataset beauty --seeds 0 1 2 3 \\
-        [--variants uniform genni ...] [--runs-dir runs] [--epochs 200]
+        [--variants uniform genni ...] [--runs-dir runs] [--epochs 200] \\
+        [--pack] [--name RESULTS_NAME]
 """
 
 from __future__ import annotations
@@ -50,6 +51,21 @@ VARIANTS = {
     # S3-Rec: `genni pretrain` (shared per seed), then fine-tuning.
     "s3rec": dict(sampler="uniform"),
     "s3rec_genni": dict(sampler="genni", alpha=2.5, beta=1.0),
+    # Beyond the paper (issue 31), one ingredient at a time: the full softmax
+    # (the ceiling sampled losses approach), then GenNi's negatives under a
+    # sampled softmax, k = 64, alpha 1 (GenNi's Q is then the model's own
+    # softmax), without and with the log Q correction.
+    "softmax": dict(loss="softmax"),
+    "genni_ssm_k64_a1_nocorr": dict(
+        sampler="genni",
+        alpha=1.0,
+        num_negatives=64,
+        loss="sampled_softmax",
+        logq_correction=False,
+    ),
+    "genni_ssm_k64_a1": dict(
+        sampler="genni", alpha=1.0, num_negatives=64, loss="sampled_softmax"
+    ),
 }
 PRETRAINED = ("s3rec", "s3rec_genni")
 
@@ -65,12 +81,13 @@ def run_variant(
     report_only: bool = False,
     include_running: bool = False,
     pretrain_epochs: int = 100,
+    pack: bool = False,
 ) -> dict | None:
     output = os.path.join(runs_dir, keys.variant_run_name(dataset, variant, seed))
     if not os.path.exists(output):
         # The same settings may have run under another name (a report grid's
         # run, packed or not, or one restored from an archive): reuse it.
-        settings = dict(VARIANTS[variant], epochs=epochs, patience=patience)
+        settings = dict(VARIANTS[variant], epochs=epochs, patience=patience, pack=pack)
         if variant in PRETRAINED:
             settings["init_from"] = pretrain_dir(runs_dir, dataset, seed)
         config = TrainConfig(data=data, output=output, seed=seed, **settings)
@@ -93,6 +110,7 @@ def run_variant(
         epochs=epochs,
         patience=patience,
         init_from=init_from,
+        pack=pack,
         **VARIANTS[variant],
     )
     print(f"Training {output}")
@@ -153,6 +171,10 @@ def command(args: argparse.Namespace) -> str:
     words += ["--seeds", *map(str, args.seeds), "--variants", *args.variants]
     if args.archive:
         words += ["--archive", relative(args.archive)]
+    if args.pack:
+        words.append("--pack")
+    if args.name:
+        words += ["--name", args.name]
     return shell_line(words)
 
 
@@ -196,6 +218,17 @@ def main(argv: list[str] | None = None) -> int:
         "works): runs kept there are restored into --runs-dir instead of "
         "trained again, and finished runs are added to it.",
     )
+    parser.add_argument(
+        "--pack",
+        action="store_true",
+        help="Train on packed batches (the same model and loss, faster).",
+    )
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="Results file name under benchmarks/results (default "
+        "reproduce_<dataset>; e.g. beyond_<dataset> for the issue-31 ablation).",
+    )
     args = parser.parse_args(argv)
 
     if args.archive:
@@ -217,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.report_only,
                 args.include_running,
                 args.pretrain_epochs,
+                args.pack,
             )
             for seed in args.seeds
         ]
@@ -288,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     markdown = "\n".join(lines)
     print(markdown)
     write_results(
-        f"reproduce_{args.dataset}",
+        args.name or f"reproduce_{args.dataset}",
         {"rows": rows, "paper": paper, "seeds": args.seeds, "machine": machine()},
         markdown,
     )

@@ -61,12 +61,15 @@ def data_fingerprint(data: str) -> str:
 def run_key(config: TrainConfig, fingerprint: str) -> str:
     """A stable id of a run: its settings and its dataset, not their paths,
     nor its batch layout (`LAYOUT_SETTINGS`), nor, for the softmax loss, the
-    settings of a sampler it does not have (`SAMPLER_SETTINGS`)."""
+    settings of a sampler it does not have (`SAMPLER_SETTINGS`), nor the log Q
+    correction of a loss other than the sampled softmax."""
     if config.loss == "softmax":  # One softmax run, whatever its unused flags.
         defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
         config = dataclasses.replace(
             config, **{name: defaults[name] for name in SAMPLER_SETTINGS}
         )
+    if config.loss != "sampled_softmax" and not config.logq_correction:
+        config = dataclasses.replace(config, logq_correction=True)  # Unread.
     values = config.to_dict()
     for name in ("output", "data", *LAYOUT_SETTINGS):
         values.pop(name)

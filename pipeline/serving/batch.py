@@ -78,7 +78,7 @@ def resolve_model(path: str) -> tuple[str, int | None]:
 
     Returns (SavedModel directory, version or None when `path` is one).
     """
-    if os.path.exists(os.path.join(path, "saved_model.pb")):
+    if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
         name = os.path.basename(os.path.normpath(path))
         return path, int(name) if repository.is_version(name) else None
     versions = repository.versions(path)

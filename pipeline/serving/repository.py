@@ -39,12 +39,15 @@ def is_version(name: str) -> bool:
 
 
 def versions(base_path: str) -> dict[int, str]:
-    """Version -> directory name, for ASCII-digit directories with a model."""
-    if not os.path.isdir(base_path):
+    """Version -> directory name, for ASCII-digit directories with a model.
+
+    Any filesystem TensorFlow reads (local, gs://, s3:// with its plugin)."""
+    if not tf.io.gfile.isdir(base_path):
         return {}
     found = {}
-    for v in sorted(os.listdir(base_path), reverse=True):
-        if is_version(v) and os.path.exists(
+    names = (name.rstrip("/") for name in tf.io.gfile.listdir(base_path))
+    for v in sorted(names, reverse=True):
+        if is_version(v) and tf.io.gfile.exists(
             os.path.join(base_path, v, "saved_model.pb")
         ):
             found[int(v)] = v  # "7" wins over "007".

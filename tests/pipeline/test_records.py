@@ -1,6 +1,7 @@
 """The compact record of finished runs: one line per run, read and appended
 by `genni report --archive`, and the reports rendered from it."""
 
+import dataclasses
 import json
 import os
 import threading
@@ -249,3 +250,12 @@ def report_args(**values):
     for name, value in dict(values, seeds=1, pack=True).items():
         setattr(args, name, value)
     return args
+
+
+def test_the_log_q_correction_keys_only_sampled_softmax_runs():
+    bce = TrainConfig(data="D", output="o")
+    ssm = dataclasses.replace(bce, loss="sampled_softmax", num_negatives=8)
+    key = keys.run_key
+    assert key(dataclasses.replace(bce, logq_correction=False), "F") == key(bce, "F")
+    assert key(dataclasses.replace(ssm, logq_correction=False), "F") != key(ssm, "F")
+    assert key(ssm, "F") != key(bce, "F")
