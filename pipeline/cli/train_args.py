@@ -9,11 +9,13 @@ import json
 from genni.pipeline.training.config import (
     CANDIDATES,
     LOSSES,
+    PRESETS,
     PRETRAIN_SAMPLERS,
     SAMPLERS,
     STRATEGIES,
     PretrainConfig,
     TrainConfig,
+    preset,
 )
 
 DEFAULTS = TrainConfig(data="", output="")
@@ -23,6 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = DEFAULTS
     parser.add_argument("--data", required=True, help="Output of `genni preprocess`.")
     parser.add_argument("--output", required=True, help="Run directory to write.")
+    parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="Named settings: 'paper' (the paper's SASRec_GenNi, the defaults) "
+        "or 'sampled-softmax' (GenNi's negatives under a sampled softmax with "
+        "the log Q correction, k 64, alpha 1). --config and flags win.",
+    )
     parser.add_argument(
         "--config",
         default=None,
@@ -188,15 +198,18 @@ def add_candidates_argument(parser: argparse.ArgumentParser, default: str) -> No
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    values: dict = {}
+    """Settings of `genni train`: TrainConfig's defaults, then --preset, then
+    --config, then the flags given."""
+    values: dict = preset(args.preset) if getattr(args, "preset", None) else {}
     if args.config:
         try:
             with open(args.config) as f:
-                values = json.load(f)
+                loaded = json.load(f)
         except (OSError, json.JSONDecodeError) as e:
             raise ValueError(f"Cannot read --config {args.config!r}: {e}") from None
-        if not isinstance(values, dict):
+        if not isinstance(loaded, dict):
             raise ValueError(f"--config {args.config!r} must hold a JSON object.")
+        values.update(loaded)
     for field in dataclasses.fields(TrainConfig):
         value = getattr(args, field.name, None)
         if value is not None:

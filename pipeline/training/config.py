@@ -170,6 +170,24 @@ class TrainConfig(_Settings):
         )
 
 
+# Named settings for `genni train --preset NAME`, over TrainConfig's defaults
+# (a --config file and flags given on the command line win over a preset).
+PRESETS: dict[str, dict] = {
+    # The paper's SASRec_GenNi: BCE with one GenNi negative, alpha 2.5.
+    "paper": {},
+    # GenNi's negatives under a sampled softmax with the log Q correction
+    # (issue 31): k = 64, alpha 1 (GenNi's Q is then the model's own softmax).
+    "sampled-softmax": dict(loss="sampled_softmax", num_negatives=64, alpha=1.0),
+}
+
+
+def preset(name: str) -> dict:
+    """The settings of preset `name`; ValueError naming the presets if unknown."""
+    if name not in PRESETS:
+        raise ValueError(f"Unknown preset {name!r}: choose one of {sorted(PRESETS)}.")
+    return dict(PRESETS[name])
+
+
 # How `genni train` runs (not a setting of the run): tf.distribute strategies.
 STRATEGIES = ("default", "mirrored", "multi_worker")
 

@@ -197,3 +197,30 @@ def test_cli_train_with_config_file_and_flags(dataset, tmp_path, capsys):
     )
     assert code == cli.EXIT_USAGE
     assert "Unknown training settings: alpah" in capsys.readouterr().err
+
+
+def test_a_preset_is_overridden_by_the_config_file_and_then_by_flags(tmp_path):
+    from genni.pipeline.cli import train_args
+
+    def settings(*words):
+        argv = ["train", "--data", "D", "--output", "O", *words]
+        return train_args.config_from_args(cli.build_parser().parse_args(argv))
+
+    paper = settings("--preset", "paper")
+    assert paper == settings()  # The defaults are the paper's.
+    assert (paper.loss, paper.num_negatives, paper.alpha) == ("bce", 1, 2.5)
+    ssm = settings("--preset", "sampled-softmax")
+    assert (ssm.loss, ssm.num_negatives, ssm.alpha) == ("sampled_softmax", 64, 1.0)
+    assert ssm.logq_correction
+    file = tmp_path / "c.json"
+    file.write_text(json.dumps({"num_negatives": 16, "alpha": 2.0}))
+    mixed = settings(
+        "--preset", "sampled-softmax", "--config", str(file), "--alpha", "3"
+    )
+    assert (mixed.loss, mixed.num_negatives, mixed.alpha) == (
+        "sampled_softmax",
+        16,
+        3.0,
+    )
+    off = settings("--preset", "sampled-softmax", "--no-logq-correction")
+    assert not off.logq_correction
