@@ -27,7 +27,7 @@ from genni.components import schema
 from genni.components.metrics import RankingAccumulator
 from genni.pipeline import atomic
 from genni.pipeline.serving import export
-from genni.pipeline.training import data, train
+from genni.pipeline.training import data, evaluate, train
 
 METRIC = "NDCG@10"
 DECISIONS_FILE = "decisions.jsonl"
@@ -66,7 +66,8 @@ def savedmodel_metrics(path: str, data_dir: str, split: str) -> dict[str, float]
     raw = np.array(dataset.ids(schema.ITEMS_FILE), dtype=object)
     accumulator = RankingAccumulator()
     everything = tf.constant(np.iinfo(np.int32).max, tf.int32)  # Clipped to |V|.
-    for features in dataset.batches(split, EVAL_BATCH_SIZE):
+    batch_size = min(EVAL_BATCH_SIZE, evaluate.eval_batch_size(dataset.num_items))
+    for features in dataset.batches(split, batch_size):
         # The whole history, as a client sends it: the model encodes its last
         # max_len items and, under "new", leaves all of them out of the ranking.
         history = raw[features[schema.HISTORY].to_tensor().numpy()]  # Pad: "".

@@ -11,6 +11,15 @@ from genni.pipeline.training.data import Dataset
 from genni.pipeline.training.model import load_run, read_config
 
 EVAL_BATCH_SIZE = 512
+# Most scores (users x items) one evaluation batch holds: 2^25 floats, 128 MiB.
+MAX_EVAL_SCORES = 1 << 25
+
+
+def eval_batch_size(num_items: int) -> int:
+    """Users per evaluation batch: EVAL_BATCH_SIZE, fewer for a catalog so
+    large that their scores would pass MAX_EVAL_SCORES (512 users up to 65,535
+    items; 33 at 10^6), so full ranking runs in bounded memory at any size."""
+    return max(1, min(EVAL_BATCH_SIZE, MAX_EVAL_SCORES // (num_items + 1)))
 
 
 class Evaluator:
@@ -35,7 +44,8 @@ class Evaluator:
         self.users = 0
         self.repeat_targets = 0
         max_len = dataset.max_len
-        self._batches = dataset.batches(split, EVAL_BATCH_SIZE)
+        batch_size = eval_batch_size(dataset.info.num_items)
+        self._batches = dataset.batches(split, batch_size)
         if pack:  # Packed once, then cached.
             self._batches = self._batches.map(
                 lambda features: packing.pack_inputs(features, max_len)

@@ -40,7 +40,7 @@ def _config(data, output, **kwargs):
     return TrainConfig(**(values | kwargs))
 
 
-def test_tiny_training_beats_a_random_ranking(dataset, tmp_path):
+def test_tiny_training_beats_a_random_ranking(dataset, tmp_path, monkeypatch):
     data, stats = dataset
     result = train.train(_config(data, tmp_path / "run", epochs=5), verbose=0)
     random_hr10 = 100 * 10 / stats["items"]
@@ -64,6 +64,17 @@ def test_tiny_training_beats_a_random_ranking(dataset, tmp_path):
     again, _ = train.evaluate(str(tmp_path / "run"), None, "test")
     for name, value in result["test"].items():
         assert again[name] == pytest.approx(value, abs=1e-6)
+    # A catalog too large for 512 users' scores is ranked 3 users at a time,
+    # with the same result.
+    from genni.pipeline.training import evaluate
+
+    assert evaluate.eval_batch_size(1000) == 512
+    assert evaluate.eval_batch_size(10**6) == 33  # 128 MiB of scores.
+    monkeypatch.setattr(evaluate, "MAX_EVAL_SCORES", 3 * (stats["items"] + 1) + 2)
+    assert evaluate.eval_batch_size(stats["items"]) == 3
+    small, _ = train.evaluate(str(tmp_path / "run"), None, "test")
+    for name, value in result["test"].items():
+        assert small[name] == pytest.approx(value, abs=1e-6)
 
 
 def test_resume_ends_where_an_uninterrupted_run_ends(dataset, tmp_path, monkeypatch):
@@ -106,6 +117,7 @@ def test_each_sampler_and_loss_trains(dataset, tmp_path):
             dict(sampler="popularity", gamma=0.5, loss="bpr", num_negatives=3),
             dict(sampler="genni", beta_growth=20.0),
             dict(loss="softmax"),
+            dict(sampler="genni", loss="sampled_softmax", num_negatives=8, alpha=1.0),
         ]
     ):
         result = train.train(
