@@ -87,15 +87,23 @@ def generate_sequences(config: SyntheticConfig) -> list[list[int]]:
         config.num_items, size=(config.num_items, config.successors), p=popularity
     )
     extra = rng.poisson(config.mean_length - config.min_length, size=config.num_users)
+    # What `rng.choice(num_items, p=popularity)` does for one draw, with the CDF
+    # built once: the same numbers from the same stream, in O(log items).
+    cdf = popularity.cumsum()
+    cdf /= cdf[-1]
+
+    def popular() -> int:
+        return int(cdf.searchsorted(rng.random(), side="right"))
+
     sequences = []
     for length in config.min_length + extra:
-        item = int(rng.choice(config.num_items, p=popularity))
+        item = popular()
         seq = [item]
         while len(seq) < length:
             if rng.random() < config.transition_prob:
                 item = int(successors[item, rng.integers(config.successors)])
             else:
-                item = int(rng.choice(config.num_items, p=popularity))
+                item = popular()
             seq.append(item)
         sequences.append(seq)
     return sequences

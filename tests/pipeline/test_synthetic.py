@@ -48,3 +48,31 @@ def test_bad_config():
         synthetic.SyntheticConfig(transition_prob=1.5)
     with pytest.raises(ValueError, match="mean_length"):
         synthetic.SyntheticConfig(mean_length=2, min_length=5)
+
+
+def test_sequences_are_those_of_numpys_weighted_choice():
+    """The O(log items) popularity draw gives exactly what one
+    `rng.choice(items, p=popularity)` per draw gave (the logs of earlier
+    versions, and their numbers, stay the same)."""
+    import numpy as np
+
+    config = synthetic.SyntheticConfig(num_users=40, num_items=30, seed=7)
+    rng = np.random.default_rng(config.seed)
+    popularity = 1.0 / np.arange(1, config.num_items + 1) ** config.zipf_exponent
+    popularity /= popularity.sum()
+    successors = rng.choice(
+        config.num_items, size=(config.num_items, config.successors), p=popularity
+    )
+    extra = rng.poisson(config.mean_length - config.min_length, size=config.num_users)
+    expected = []
+    for length in config.min_length + extra:
+        item = int(rng.choice(config.num_items, p=popularity))
+        seq = [item]
+        while len(seq) < length:
+            if rng.random() < config.transition_prob:
+                item = int(successors[item, rng.integers(config.successors)])
+            else:
+                item = int(rng.choice(config.num_items, p=popularity))
+            seq.append(item)
+        expected.append(seq)
+    assert synthetic.generate_sequences(config) == expected
