@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from genni.components.samplers import GenNiSampler, PopularitySampler, UniformSampler
-from genni.components.samplers.genni import categorical
+from genni.components.samplers.genni import categorical, cdf_block
 
 V = 20  # items 1..20
 D = 4
@@ -153,7 +153,9 @@ def _cpu_bytes(stat):
 
 def test_genni_chunking_keeps_memory_bounded_and_results_valid():
     sampler = GenNiSampler(V, num_negatives=1, alpha=1.0, max_logits=3 * 256, seed=0)
-    assert sampler.chunk_rows == 3  # A row: 20 logits in one 128 block + 1 block.
+    # A row: 20 logits in two blocks of 16, and one block for the draw.
+    assert sampler.cdf_block == 16
+    assert sampler.chunk_rows == 3 * 256 // (3 * 16)
     targets = tf.constant(np.arange(1, 11) % V + 1)
     draws = sampler(tf.ones([10, D]), targets, _table()).numpy()
     assert draws.shape == (10, 1)
@@ -162,7 +164,8 @@ def test_genni_chunking_keeps_memory_bounded_and_results_valid():
     # The peak memory of a draw follows `max_logits`, not the number of rows:
     # 512 rows x 4096 items are 8 MiB of logits, a chunk of 16 rows 1/32 of it.
     items, rows = 4096, 512
-    max_logits = 16 * (items // 128 + 1) * 128
+    size = cdf_block(items, 1)
+    max_logits = 16 * (items // size + 1) * size
     big = GenNiSampler(items, alpha=1.0, max_logits=max_logits, seed=0)
     assert big.chunk_rows == 16
     with tf.device("CPU:0"):
@@ -371,6 +374,32 @@ def test_categorical_matches_probabilities_and_skips_masked_columns():
     freq = np.bincount(draws.ravel(), minlength=5) / draws.size
     np.testing.assert_allclose(freq[[0, 2, 3]], p, atol=0.03)
     assert freq[1] == 0 and freq[4] == 0
+
+
+@pytest.mark.parametrize("size", [16, 32, 128])
+def test_categorical_law_is_the_same_for_every_block_size(size):
+    """200 columns span several blocks of 16 or 32 (and part of one of 128)."""
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=200).astype(np.float32) * 2
+    logits[[5, 40, 199]] = -np.inf
+    rows, k = 2500, 40
+    draws = categorical(
+        tf.tile(tf.constant(logits)[None, :], [rows, 1]), k, tf.constant([4, 5]), size
+    ).numpy()
+    p = np.exp(logits - logits[np.isfinite(logits)].max())
+    p /= p.sum()
+    _assert_close_to(
+        np.bincount(draws.ravel(), minlength=200) / draws.size, p, rows * k
+    )
+    assert not np.isin(draws, [5, 40, 199]).any()
+
+
+def test_cdf_block_shrinks_with_many_draws():
+    assert cdf_block(12101, 1) == 128
+    assert cdf_block(12101, 64) == 32
+    assert cdf_block(10**6, 1) == 128 and cdf_block(30, 2) == 16
+    sampler = GenNiSampler(12101, num_negatives=64)
+    assert sampler.cdf_block == 32
 
 
 @pytest.mark.parametrize(
