@@ -1,0 +1,75 @@
+"""What the sampled-softmax preset costs per epoch against the paper's GenNi.
+
+Training steps of `genni train --preset paper` (BCE, one GenNi negative) and
+`--preset sampled-softmax` (GenNi's 64 negatives under the corrected sampled
+softmax), on packed and on unpacked batches, timed side by side in one process
+(`genni.pipeline.reproduce.speed.step_times`). Within one batch layout both
+take the same number of steps per epoch, so the step-time ratio is the epoch
+ratio. Target (issue 31): at most 2x, packed and unpacked.
+
+    python benchmarks/preset_speed.py [--data DIR] [--rounds 5] [--steps 10]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+
+from _common import beauty_data, publish, timing_parser
+
+from genni.pipeline.reproduce import speed
+from genni.pipeline.training.config import preset
+
+PRESETS = ("paper", "sampled-softmax")
+TARGET = 2.0
+
+
+def configs() -> dict[str, dict]:
+    return {
+        f"{name}, {'packed' if pack else 'unpacked'}": dict(preset(name), pack=pack)
+        for pack in (True, False)
+        for name in PRESETS
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = timing_parser(__doc__, rounds=5)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = args.data or beauty_data(tmp, synthetic=True)
+        times = speed.step_times(data_dir, configs(), args.rounds, args.steps)
+    median = {name: statistics.median(t) for name, t in times.items()}
+    lines = [
+        "# The sampled-softmax preset's cost per epoch",
+        "",
+        f"Batches of 256, {args.steps} steps per configuration and round, median "
+        f"of {args.rounds} interleaved rounds in one process; data "
+        f"`{args.data or 'Beauty'}`.",
+        "",
+        "| preset | layout | ms / step | x paper (same layout) |",
+        "|---|---|---|---|",
+    ]
+    ratios = {}
+    for layout in ("packed", "unpacked"):
+        base = median[f"paper, {layout}"]
+        for name in PRESETS:
+            t = median[f"{name}, {layout}"]
+            ratios[f"{name}, {layout}"] = t / base
+            lines.append(f"| {name} | {layout} | {1000 * t:.0f} | {t / base:.2f} |")
+    worst = max(ratios[f"sampled-softmax, {lay}"] for lay in ("packed", "unpacked"))
+    lines += [
+        "",
+        f"Largest ratio {worst:.2f} (target <= {TARGET:.0f}: "
+        f"{'met' if worst <= TARGET else 'NOT met'}).",
+    ]
+    publish(
+        "preset_speed",
+        lines,
+        {"seconds_per_step": times, "median": median, "ratios": ratios},
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
