@@ -66,6 +66,14 @@ VARIANTS = {
     "genni_ssm_k64_a1": dict(
         sampler="genni", alpha=1.0, num_negatives=64, loss="sampled_softmax"
     ),
+    # The same, twice as wide (d = 128).
+    "genni_ssm_k64_a1_h128": dict(
+        sampler="genni",
+        alpha=1.0,
+        num_negatives=64,
+        loss="sampled_softmax",
+        hidden_size=128,
+    ),
 }
 PRETRAINED = ("s3rec", "s3rec_genni")
 

@@ -8,6 +8,7 @@ import json
 
 from genni.pipeline.training.config import (
     CANDIDATES,
+    DEFAULT_PRESET,
     LOSSES,
     PRESETS,
     PRETRAIN_SAMPLERS,
@@ -16,9 +17,12 @@ from genni.pipeline.training.config import (
     PretrainConfig,
     TrainConfig,
     preset,
+    settings_with_preset,
 )
 
-DEFAULTS = TrainConfig(data="", output="")
+# What `genni train` trains when no flag is given (the default preset's
+# settings over TrainConfig's), shown as the flags' defaults.
+DEFAULTS = TrainConfig(data="", output="", **preset(DEFAULT_PRESET))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,9 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--preset",
         choices=sorted(PRESETS),
         default=None,
-        help="Named settings: 'paper' (the paper's SASRec_GenNi, the defaults) "
-        "or 'sampled-softmax' (GenNi's negatives under a sampled softmax with "
-        "the log Q correction, k 64, alpha 1). --config and flags win.",
+        help=f"Named settings under --config and the flags: '{DEFAULT_PRESET}' "
+        "(the default: GenNi's negatives under a sampled softmax with the log Q "
+        "correction, k 64, alpha 1) or 'paper' (the paper's SASRec_GenNi: BCE, "
+        "one GenNi negative, alpha 2.5). A --config file may name one too "
+        '("preset": "paper").',
     )
     parser.add_argument(
         "--config",
@@ -88,7 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--num-negatives",
         type=int,
         default=None,
-        help=f"k negatives per position (default {d.num_negatives}).",
+        help=f"k negatives per position, at most the catalog's items - 1 "
+        f"(default {d.num_negatives}).",
     )
     parser.add_argument(
         "--gamma",
@@ -198,9 +205,10 @@ def add_candidates_argument(parser: argparse.ArgumentParser, default: str) -> No
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """Settings of `genni train`: TrainConfig's defaults, then --preset, then
+    """Settings of `genni train`: TrainConfig's defaults, then the preset
+    (--preset, else the --config file's "preset", else DEFAULT_PRESET), then
     --config, then the flags given."""
-    values: dict = preset(args.preset) if getattr(args, "preset", None) else {}
+    values: dict = {}
     if args.config:
         try:
             with open(args.config) as f:
@@ -216,7 +224,9 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
             values[field.name] = value
     if values.get("dropout") is not None and "attention_dropout" not in values:
         values["attention_dropout"] = values["dropout"]
-    return TrainConfig.from_dict(values)
+    if getattr(args, "preset", None):
+        values["preset"] = args.preset
+    return TrainConfig.from_dict(settings_with_preset(values))
 
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ already exists.
     workdir: work                  # data/, tune/, runs/ and models/ go here
     preprocess: {min_count: 5}     # `genni preprocess` settings (optional)
     tune: {max_trials: 8}          # optional: search first, train the best found
-    train: {sampler: genni}        # `genni train` settings (optional)
+    train: {sampler: genni}        # `genni train` settings (optional; preset: paper)
     export: {k: 10, max_regression: 0.0, split: valid}
 
 The steps are the plain commands' functions, not a scheduler: a step is
@@ -175,17 +175,27 @@ def step_tune(config: dict, data: str, log) -> dict:
         return json.load(f)
 
 
+def train_config(config: dict, data: str, tuned: dict):
+    """The run the train step trains (output unset): the `train:` section
+    (its `preset:` as in `genni train`, by default the recommended one), then
+    the tuned settings."""
+    from genni.pipeline.training import config as configs
+    from genni.pipeline.training.config import TrainConfig
+
+    settings = configs.settings_with_preset({**(config.get("train") or {}), **tuned})
+    for name in ("data", "output"):
+        if name in settings:
+            raise ValueError(f"`train: {name}` is set by the pipeline.")
+    return TrainConfig.from_dict({"data": data, "output": "", **settings})
+
+
 def step_train(config: dict, data: str, tuned: dict, log) -> str:
     from genni.pipeline.reproduce import keys
     from genni.pipeline.training import rundir, train
     from genni.pipeline.training.config import TrainConfig
 
-    settings = {**(config.get("train") or {}), **tuned}
-    for name in ("data", "output"):
-        if name in settings:
-            raise ValueError(f"`train: {name}` is set by the pipeline.")
     runs_dir = os.path.join(config["workdir"], "runs")
-    probe = TrainConfig.from_dict({"data": data, "output": "", **settings})
+    probe = train_config(config, data, tuned)
     key = keys.run_key(probe, keys.data_fingerprint(data))
     found = keys.existing_runs(runs_dir).get(key)
     if found is not None:
@@ -199,8 +209,8 @@ def step_train(config: dict, data: str, tuned: dict, log) -> str:
         )
     resume = os.path.exists(os.path.join(run_dir, rundir.CONFIG_FILE))
     log(f"train: {'resuming' if resume else 'training'} {run_dir}")
-    train_config = TrainConfig.from_dict({**probe.to_dict(), "output": run_dir})
-    train.train(train_config, resume=resume, verbose=0)
+    run = TrainConfig.from_dict({**probe.to_dict(), "output": run_dir})
+    train.train(run, resume=resume, verbose=0)
     return run_dir
 
 

@@ -39,7 +39,7 @@ def build_model(
         if kind.needs_item_counts and item_counts is None:
             item_counts = dataset.item_counts()
         sampler = registry.build_sampler(
-            config.sampler_config(), info.num_items, item_counts
+            config.sampler_config(num_items=info.num_items), info.num_items, item_counts
         )
     model = SequentialRetrievalModel(
         encoder,

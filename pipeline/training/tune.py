@@ -40,7 +40,7 @@ DEFAULT_SPACE: dict[str, object] = {
     "sampler": {"type": "choice", "values": ["genni", "uniform", "popularity"]},
     "alpha": {"type": "float", "min": 0.0, "max": 6.0},
     "beta": {"type": "float", "min": 1e-3, "max": 1.0, "log": True},
-    "num_negatives": {"type": "int", "min": 1, "max": 10},
+    "num_negatives": {"type": "choice", "values": [1, 4, 16, 64]},
     "self_adjust_alpha": {"type": "choice", "values": [False, True]},
     "learning_rate": {"type": "float", "min": 1e-4, "max": 1e-2, "log": True},
     "hidden_size": {"type": "choice", "values": [32, 64, 128]},
@@ -53,7 +53,9 @@ DEFAULT_SPACE: dict[str, object] = {
 GENNI_ONLY = ("alpha", "beta", "self_adjust_alpha")
 GENERATED = list(registry.model_generated())
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
-DEFAULTS = TrainConfig(data="", output="")
+# Trials start from what `genni train` trains without flags (its default preset).
+DEFAULT_SETTINGS = configs.preset(configs.DEFAULT_PRESET)
+DEFAULTS = TrainConfig(data="", output="", **DEFAULT_SETTINGS)
 SPACE_NAMES = set(DEFAULT_SPACE)
 
 
@@ -112,7 +114,7 @@ def _check_spec(name: str, spec: object) -> None:
 
 
 def _default(name: str, spec: dict) -> object:
-    """The paper's setting (TrainConfig's default) when the spec allows it.
+    """`genni train`'s default setting (`DEFAULTS`) when the spec allows it.
 
     Trial 0 of a search then trains the defaults, so the search's best is never
     worse on validation than `genni train` without flags.
@@ -237,7 +239,7 @@ class GenNiTuner(kt.Tuner):
 
 
 class DefaultsFirstRandomSearch(kt.oracles.RandomSearchOracle):
-    """Random search whose first trial is the default settings (the paper's).
+    """Random search whose first trial is the default settings (`genni train`'s).
 
     The search's best is then never worse on validation than plain `genni
     train`; later trials are random as usual.
@@ -287,6 +289,7 @@ def tune(
     """
     space = load_space(space_file)
     base = TrainConfig(
+        **DEFAULT_SETTINGS,
         data=data,
         output="",
         epochs=epochs_per_trial,

@@ -50,3 +50,17 @@ def test_the_cli_choices_and_the_genni_knobs_come_from_the_registry():
     assert config.sampler_config(0).beta == pytest.approx(0.001)
     assert config.sampler_config(20).beta == pytest.approx(0.01)
     assert config.sampler_config().seed == registry.sampler_seed(3, 1)
+
+
+def test_k_is_capped_at_the_catalog_less_one():
+    config = TrainConfig(data="d", output="o", num_negatives=64)
+    assert config.sampler_config().num_negatives == 64
+    assert config.sampler_config(num_items=46).num_negatives == 45
+    assert config.sampler_config(num_items=12_101).num_negatives == 64
+    # The catalog's own limit then holds for every sampler the run builds.
+    for name in SAMPLERS:
+        run = TrainConfig(data="d", output="o", sampler=name, num_negatives=64)
+        sampler = build_sampler(
+            run.sampler_config(num_items=46), 46, np.ones(47, dtype=np.float64)
+        )
+        assert sampler.num_negatives == 45

@@ -218,21 +218,32 @@ def test_a_preset_is_overridden_by_the_config_file_and_then_by_flags(tmp_path):
         argv = ["train", "--data", "D", "--output", "O", *words]
         return train_args.config_from_args(cli.build_parser().parse_args(argv))
 
+    recommended = settings()  # The default preset is the recommended one.
+    assert recommended == settings("--preset", "recommended")
+    assert (recommended.loss, recommended.num_negatives, recommended.alpha) == (
+        "sampled_softmax",
+        64,
+        1.0,
+    )
+    assert recommended.logq_correction
     paper = settings("--preset", "paper")
-    assert paper == settings()  # The defaults are the paper's.
     assert (paper.loss, paper.num_negatives, paper.alpha) == ("bce", 1, 2.5)
-    ssm = settings("--preset", "sampled-softmax")
-    assert (ssm.loss, ssm.num_negatives, ssm.alpha) == ("sampled_softmax", 64, 1.0)
-    assert ssm.logq_correction
+    assert paper == TrainConfig(data="D", output="O")  # The paper's = the library's.
     file = tmp_path / "c.json"
     file.write_text(json.dumps({"num_negatives": 16, "alpha": 2.0}))
-    mixed = settings(
-        "--preset", "sampled-softmax", "--config", str(file), "--alpha", "3"
-    )
+    mixed = settings("--config", str(file), "--alpha", "3")
     assert (mixed.loss, mixed.num_negatives, mixed.alpha) == (
         "sampled_softmax",
         16,
         3.0,
     )
-    off = settings("--preset", "sampled-softmax", "--no-logq-correction")
+    file.write_text(json.dumps({"preset": "paper", "num_negatives": 3}))
+    named = settings("--config", str(file))  # A config file may name its preset,
+    assert (named.loss, named.num_negatives, named.alpha) == ("bce", 3, 2.5)
+    flag = settings("--config", str(file), "--preset", "recommended")  # --preset wins.
+    assert (flag.loss, flag.num_negatives) == ("sampled_softmax", 3)
+    off = settings("--no-logq-correction")
     assert not off.logq_correction
+    with pytest.raises(ValueError, match="Unknown preset 'fast'"):
+        file.write_text(json.dumps({"preset": "fast"}))
+        settings("--config", str(file))

@@ -96,9 +96,12 @@ def test_tiny_search_writes_table_and_best_config_and_resumes(
 
 def test_hyperparameters_map_to_a_valid_config():
     hp = kt.HyperParameters()
-    base = TrainConfig(data="d", output="o")
+    base = TrainConfig(data="d", output="o", **tune.DEFAULT_SETTINGS)
     config = tune.config_from_hp(hp, tune.DEFAULT_SPACE, base)
-    assert config == base  # Defaults: the paper's settings.
+    assert config == base  # Defaults: `genni train`'s (the recommended preset).
+    assert base == TrainConfig(
+        data="d", output="o", **configs.preset(configs.DEFAULT_PRESET)
+    )
     hp = kt.HyperParameters()
     hp.Fixed("sampler", "genni")
     hp.Fixed("hidden_size", 32)
