@@ -80,8 +80,10 @@ def experiments(grid: Grid) -> dict[str, list[tuple[str, dict]]]:
             ("uniform", dict(sampler="uniform")),
             ("popularity", dict(sampler="popularity")),
             ("genni", genni),
-            # Not in the paper: the ceiling that sampled negatives approximate.
+            # Not in the paper: the ceiling that sampled negatives approximate,
+            # and `genni train`'s default (GenNi under the sampled softmax).
             ("softmax", dict(loss="softmax")),
+            ("recommended", configs.preset(configs.DEFAULT_PRESET)),
         ],
         "efficiency": [
             ("uniform", dict(sampler="uniform")),

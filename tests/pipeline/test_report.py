@@ -126,6 +126,11 @@ def test_report_renders_from_finished_runs(tmp_path, monkeypatch):
     assert len(softmax) == len(GRID.seeds)
     assert "| SASRec, full softmax (reference) | 5.75 ± 0.35 | 6.75 ± 0.35 |" in text
     assert "full softmax (reference) (paper)" not in text
+    # So has the recommended preset, `genni train`'s default.
+    recommended = [d for d in runs if "_k64_sampled_softmax_s" in d]
+    assert len(recommended) == len(GRID.seeds)
+    assert "| SASRec_GenNi, recommended preset | " in text
+    assert "`genni train`'s default" in text
     assert "| 1 | B001 (0.50, 3) | B007 (0.90, 0.200) |" in text
     # Efficiency: the side-by-side step times, not the runs' own epoch times.
     assert f"| genni beta 1 | 140 | 12.3 | 1.40 | {mean:.2f} ± 0.35 |" in text
