@@ -67,6 +67,24 @@ def timing_parser(doc: str, rounds: int) -> argparse.ArgumentParser:
     return parser
 
 
+def time_side_by_side(
+    doc: str, configs: dict[str, dict], rounds: int, argv: list[str] | None
+) -> tuple[argparse.Namespace, dict[str, list[float]], dict[str, float]]:
+    """A step-timing benchmark's run: its options (`timing_parser`), then the
+    training steps of `configs` timed side by side on `--data` (default:
+    Beauty, else the synthetic log). Returns (args, seconds per round, median)."""
+    import statistics
+    import tempfile
+
+    from genni.pipeline.reproduce import speed
+
+    args = timing_parser(doc, rounds=rounds).parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = args.data or beauty_data(tmp, synthetic=True)
+        times = speed.step_times(data_dir, configs, args.rounds, args.steps)
+    return args, times, {name: statistics.median(t) for name, t in times.items()}
+
+
 def publish(name: str, lines: list[str], results: dict) -> None:
     """Print a benchmark's Markdown, ending with the command that ran it, and
     write it with `results` (plus the machine) as results/<name>.json / .md."""

@@ -11,13 +11,11 @@ printed as ratios to uniform.
 
 from __future__ import annotations
 
-import statistics
 import sys
-import tempfile
 
-from _common import beauty_data, publish, timing_parser
+from _common import publish, time_side_by_side
 
-from genni.pipeline.reproduce import report, speed
+from genni.pipeline.reproduce import report
 
 GROUP = report.BETA_GROUP
 
@@ -32,12 +30,7 @@ def configs() -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = timing_parser(__doc__, rounds=5)
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        data_dir = args.data or beauty_data(tmp, synthetic=True)
-        times = speed.step_times(data_dir, configs(), args.rounds, args.steps)
-    median = {name: statistics.median(t) for name, t in times.items()}
+    args, times, median = time_side_by_side(__doc__, configs(), 5, argv)
     lines = [
         "# GenNi: one V' per batch vs a fresh V' per group of positions",
         "",

@@ -12,13 +12,10 @@ ratio. Target (issue 31): at most 2x, packed and unpacked.
 
 from __future__ import annotations
 
-import statistics
 import sys
-import tempfile
 
-from _common import beauty_data, publish, timing_parser
+from _common import publish, time_side_by_side
 
-from genni.pipeline.reproduce import speed
 from genni.pipeline.training.config import preset
 
 PRESETS = ("paper", "recommended")
@@ -34,12 +31,7 @@ def configs() -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = timing_parser(__doc__, rounds=5)
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        data_dir = args.data or beauty_data(tmp, synthetic=True)
-        times = speed.step_times(data_dir, configs(), args.rounds, args.steps)
-    median = {name: statistics.median(t) for name, t in times.items()}
+    args, times, median = time_side_by_side(__doc__, configs(), 5, argv)
     lines = [
         "# The recommended preset's cost per epoch",
         "",
