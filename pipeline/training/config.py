@@ -186,9 +186,10 @@ class TrainConfig(_Settings):
 PRESETS: dict[str, dict] = {
     # GenNi's negatives under a sampled softmax with the log Q correction
     # (issue 31): k = 64, alpha 1 (GenNi's Q is then the model's own softmax).
-    # Toys seed 0: test HR@10 10.04 / NDCG@10 6.29 against the paper
-    # preset's 9.39 / 5.77; a training step costs 1.76x the paper's packed,
-    # 1.44x unpacked (benchmarks/results/preset_speed.md).
+    # Seed 0, test HR@10 / NDCG@10: Beauty 9.51 / 5.80, Toys 10.04 / 6.29,
+    # against the paper preset's 8.81 / 5.29 and 9.39 / 5.77; a training step
+    # costs 1.76x the paper's packed, 1.44x unpacked
+    # (docs/reproduction.md#beyond-the-paper).
     "recommended": dict(loss="sampled_softmax", num_negatives=64, alpha=1.0),
     # The paper's SASRec_GenNi: BCE with one GenNi negative, alpha 2.5.
     "paper": dict(loss="bce", num_negatives=1, alpha=2.5),
