@@ -74,8 +74,13 @@ VARIANTS = {
         loss="sampled_softmax",
         hidden_size=128,
     ),
+    # S3-Rec pre-training, then the recommended preset (Beauty, 20
+    # pre-training epochs: test HR@10 10.08 / NDCG@10 6.08 at seed 0).
+    "s3rec_genni_ssm_k64_a1": dict(
+        sampler="genni", alpha=1.0, num_negatives=64, loss="sampled_softmax"
+    ),
 }
-PRETRAINED = ("s3rec", "s3rec_genni")
+PRETRAINED = ("s3rec", "s3rec_genni", "s3rec_genni_ssm_k64_a1")
 
 
 def run_variant(
