@@ -51,6 +51,15 @@ def beauty_data(tmp: str, *, attributes: bool = False, synthetic: bool = False) 
     return out
 
 
+def mean_std(values: list[float], plus_minus: str = "±") -> str:
+    """'m ± s' over seeds to 2 decimals; a single value alone."""
+    import statistics
+
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} {plus_minus} {statistics.stdev(values):.2f}"
+
+
 def write_results(name: str, results: dict, markdown: str) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -24,7 +24,7 @@ import statistics
 import sys
 import tempfile
 
-from _common import publish
+from _common import mean_std, publish
 
 from genni.pipeline.training.config import DEFAULT_PRESET, TrainConfig, preset
 
@@ -94,12 +94,6 @@ def train_preset(data: str, workdir: str, name: str, seed: int, args) -> dict:
     return train.train(config, resume=resume, verbose=0)
 
 
-def cell(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--synth", nargs="*", default=list(DEFAULT_SYNTH))
@@ -154,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in PRESETS:
             row = rows[name]
             lines.append(
-                f"| {label} | {name} | {cell(row['test']['HR@10'])} | "
-                f"{cell(row['test']['NDCG@10'])} | "
+                f"| {label} | {name} | {mean_std(row['test']['HR@10'])} | "
+                f"{mean_std(row['test']['NDCG@10'])} | "
                 f"{'/'.join(map(str, row['best_epoch']))} | "
                 f"{statistics.median(row['seconds_per_epoch']):.1f} |"
             )

@@ -19,7 +19,7 @@ import os
 import statistics
 import sys
 
-from _common import RESULTS, machine, write_results
+from _common import RESULTS, machine, mean_std, write_results
 
 from genni.pipeline.reproduce import keys, records
 from genni.pipeline.reproduce.commands import relative, shell_line
@@ -191,12 +191,6 @@ def command(args: argparse.Namespace) -> str:
     return shell_line(words)
 
 
-def mean_std(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} +- {statistics.stdev(values):.2f}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="Output of genni preprocess.")
@@ -307,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     for variant, row in rows.items():
         cells = []
         for m in METRICS:
-            cell = mean_std(row["test"][m])
+            cell = mean_std(row["test"][m], "+-")
             if m in paper.get(variant, {}):
                 cell += f" [{paper[variant][m]:.2f}]"
             cells.append(cell)
