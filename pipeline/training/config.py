@@ -188,7 +188,7 @@ PRESETS: dict[str, dict] = {
     # (issue 31): k = 64, alpha 1 (GenNi's Q is then the model's own softmax).
     # Seed 0, test HR@10 / NDCG@10: Beauty 9.51 / 5.80, Toys 10.04 / 6.29,
     # against the paper preset's 8.81 / 5.29 and 9.39 / 5.77; a training step
-    # costs 1.76x the paper's packed, 1.44x unpacked
+    # costs 1.79x the paper's packed, 1.43x unpacked
     # (docs/reproduction.md#beyond-the-paper).
     "recommended": dict(loss="sampled_softmax", num_negatives=64, alpha=1.0),
     # The paper's SASRec_GenNi: BCE with one GenNi negative, alpha 2.5.
