@@ -19,6 +19,7 @@ epoch, so nothing is chosen on test.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import statistics
 import sys
@@ -34,8 +35,9 @@ METRICS = ("HR@10", "NDCG@10")
 DEFAULT_SYNTH = ("4000,2000,0.5", "3000,1000,0.3")
 
 
-def synth_data(spec: str, workdir: str) -> tuple[str, str]:
-    """(name, data dir) of a synthetic log `USERS,ITEMS,P`, preprocessed."""
+def synth_data(spec: str, workdir: str) -> tuple[str, str, str]:
+    """(name, data dir, tag) of a synthetic log `USERS,ITEMS,P`, preprocessed;
+    the tag names its runs."""
     from genni.pipeline.preprocess import inmemory, synthetic
     from genni.pipeline.preprocess.config import PreprocessConfig
 
@@ -47,36 +49,38 @@ def synth_data(spec: str, workdir: str) -> tuple[str, str]:
     except ValueError as e:
         raise SystemExit(f"--synth {spec!r}: want USERS,ITEMS,P ({e})") from None
     name = f"synth {users} users, {items} items, p {p}"
-    root = os.path.join(workdir, "synth_" + spec.replace(",", "_"))
+    tag = "synth_" + spec.replace(",", "_")
+    root = os.path.join(workdir, tag)
     data = os.path.join(root, "data")
     if not os.path.exists(os.path.join(data, "stats.json")):
         log = os.path.join(root, "reviews.json.gz")
         synthetic.write_log(config, log)
         inmemory.run(PreprocessConfig(input=log, output=data))
-    return name, data
+    return name, data, tag
 
 
-def input_data(path: str, workdir: str) -> tuple[str, str]:
-    """(name, data dir) of a review log (preprocessed here) or a data dir."""
+def input_data(path: str, workdir: str) -> tuple[str, str, str]:
+    """(name, data dir, tag) of a review log (preprocessed here) or a data dir;
+    the tag, unique to the path, names its data and runs."""
+    name = os.path.basename(os.path.normpath(path))
+    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:8]
+    tag = f"input_{name.replace('.', '_')}_{digest}"
     if os.path.exists(os.path.join(path, "stats.json")):
-        return os.path.basename(os.path.normpath(path)), path
+        return name, path, tag
     from genni.pipeline.preprocess import inmemory
     from genni.pipeline.preprocess.config import PreprocessConfig
 
-    name = os.path.basename(path)
-    data = os.path.join(workdir, "input_" + name.replace(".", "_"), "data")
+    data = os.path.join(workdir, tag, "data")
     if not os.path.exists(os.path.join(data, "stats.json")):
         inmemory.run(PreprocessConfig(input=path, output=data))
-    return name, data
+    return name, data, tag
 
 
-def train_preset(data: str, workdir: str, name: str, seed: int, args) -> dict:
+def train_preset(data: str, workdir: str, tag: str, name: str, seed: int, args) -> dict:
     """The finished run's metrics (trained, resumed or reused)."""
     from genni.pipeline.training import rundir, train
 
-    output = os.path.join(
-        workdir, "runs", f"{os.path.basename(os.path.dirname(data))}_{name}_s{seed}"
-    )
+    output = os.path.join(workdir, "runs", f"{tag}_{name}_s{seed}")
     if os.path.exists(os.path.join(output, rundir.METRICS_FILE)):
         return rundir.read_json(os.path.join(output, rundir.METRICS_FILE))
     config = TrainConfig(
@@ -119,9 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         if not datasets:
             parser.error("give --synth or --input")
         results: dict[str, dict] = {}
-        for label, data in datasets:
+        for label, data, tag in datasets:
             runs = {
-                name: [train_preset(data, workdir, name, s, args) for s in args.seeds]
+                name: [
+                    train_preset(data, workdir, tag, name, s, args) for s in args.seeds
+                ]
                 for name in PRESETS
             }
             results[label] = {
