@@ -28,6 +28,10 @@ from genni.pipeline.reproduce.sections import inconsistent_row_note
 from genni.pipeline.training import train
 from genni.pipeline.training.config import DEFAULT_ALPHA_STEP, TrainConfig
 
+# GenNi's negatives under the corrected sampled softmax, k = 64, alpha 1: the
+# settings of the recommended preset (`--preset recommended`) when it was chosen.
+SSM_K64_A1 = dict(sampler="genni", alpha=1.0, num_negatives=64, loss="sampled_softmax")
+
 VARIANTS = {
     "uniform": dict(sampler="uniform"),
     "popularity": dict(sampler="popularity", gamma=1.0),
@@ -56,29 +60,13 @@ VARIANTS = {
     # sampled softmax, k = 64, alpha 1 (GenNi's Q is then the model's own
     # softmax), without and with the log Q correction.
     "softmax": dict(loss="softmax"),
-    "genni_ssm_k64_a1_nocorr": dict(
-        sampler="genni",
-        alpha=1.0,
-        num_negatives=64,
-        loss="sampled_softmax",
-        logq_correction=False,
-    ),
-    "genni_ssm_k64_a1": dict(
-        sampler="genni", alpha=1.0, num_negatives=64, loss="sampled_softmax"
-    ),
+    "genni_ssm_k64_a1_nocorr": dict(SSM_K64_A1, logq_correction=False),
+    "genni_ssm_k64_a1": SSM_K64_A1,
     # The same, twice as wide (d = 128).
-    "genni_ssm_k64_a1_h128": dict(
-        sampler="genni",
-        alpha=1.0,
-        num_negatives=64,
-        loss="sampled_softmax",
-        hidden_size=128,
-    ),
+    "genni_ssm_k64_a1_h128": dict(SSM_K64_A1, hidden_size=128),
     # S3-Rec pre-training, then the recommended preset (Beauty, 20
     # pre-training epochs: test HR@10 10.08 / NDCG@10 6.08 at seed 0).
-    "s3rec_genni_ssm_k64_a1": dict(
-        sampler="genni", alpha=1.0, num_negatives=64, loss="sampled_softmax"
-    ),
+    "s3rec_genni_ssm_k64_a1": SSM_K64_A1,
 }
 PRETRAINED = ("s3rec", "s3rec_genni", "s3rec_genni_ssm_k64_a1")
 
