@@ -8,7 +8,12 @@ per epoch.
 
     python benchmarks/reproduce.py --data DIR --dataset beauty --seeds 0 1 2 3 \\
         [--variants uniform genni ...] [--runs-dir runs] [--epochs 200] \\
-        [--pack] [--name RESULTS_NAME]
+        [--pack] [--name RESULTS_NAME] [--pretrain-epochs N] [--pretrain-seed S]
+
+The s3rec variants fine-tune from `genni pretrain` runs
+(RUNS_DIR/<dataset>_pretrain[<N>]_s<seed>, `keys.pretrain_run_name`), trained
+first when missing; their run names carry a pre-training other than the
+default (`keys.finetune_variant_name`).
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ VARIANTS = {
     ),
     # GenNi that, like the reference uniform sampler, never draws the user's items.
     "genni_exclude_seen": dict(sampler="genni", alpha=2.5, beta=1.0, exclude_seen=True),
-    # S3-Rec: `genni pretrain` (shared per seed), then fine-tuning.
+    # S3-Rec: `genni pretrain` (one per seed and length, or one for all seeds
+    # with --pretrain-seed), then fine-tuning.
     "s3rec": dict(sampler="uniform"),
     "s3rec_genni": dict(sampler="genni", alpha=2.5, beta=1.0),
     # Beyond the paper (issue 31), one ingredient at a time: the full softmax
@@ -81,16 +87,23 @@ def run_variant(
     patience: int,
     report_only: bool = False,
     include_running: bool = False,
-    pretrain_epochs: int = 100,
+    pretrain_epochs: int = keys.DEFAULT_PRETRAIN_EPOCHS,
     pack: bool = False,
+    pretrain_seed: int | None = None,
 ) -> dict | None:
-    output = os.path.join(runs_dir, keys.variant_run_name(dataset, variant, seed))
+    name = variant
+    if variant in PRETRAINED:
+        name = keys.finetune_variant_name(variant, seed, pretrain_epochs, pretrain_seed)
+        pretrain_seed = seed if pretrain_seed is None else pretrain_seed
+    output = os.path.join(runs_dir, keys.variant_run_name(dataset, name, seed))
     if not os.path.exists(output):
         # The same settings may have run under another name (a report grid's
         # run, packed or not, or one restored from an archive): reuse it.
         settings = dict(VARIANTS[variant], epochs=epochs, patience=patience, pack=pack)
         if variant in PRETRAINED:
-            settings["init_from"] = pretrain_dir(runs_dir, dataset, seed)
+            settings["init_from"] = pretrain_dir(
+                runs_dir, dataset, pretrain_seed, pretrain_epochs
+            )
         config = TrainConfig(data=data, output=output, seed=seed, **settings)
         output = finished_twin(runs_dir, config) or output
     metrics_path = os.path.join(output, train.METRICS_FILE)
@@ -103,7 +116,7 @@ def run_variant(
         return None
     init_from = None
     if variant in PRETRAINED:
-        init_from = pretrained(data, runs_dir, dataset, seed, pretrain_epochs)
+        init_from = pretrained(data, runs_dir, dataset, pretrain_seed, pretrain_epochs)
     config = TrainConfig(
         data=data,
         output=output,
@@ -128,16 +141,17 @@ def finished_twin(runs_dir: str, config: TrainConfig) -> str | None:
     return None
 
 
-def pretrain_dir(runs_dir: str, dataset: str, seed: int) -> str:
-    return os.path.join(runs_dir, keys.pretrain_run_name(dataset, seed))
+def pretrain_dir(runs_dir: str, dataset: str, seed: int, epochs: int) -> str:
+    return os.path.join(runs_dir, keys.pretrain_run_name(dataset, seed, epochs))
 
 
 def pretrained(data: str, runs_dir: str, dataset: str, seed: int, epochs: int) -> str:
-    """The S3-Rec pre-training of this seed (trained or resumed if unfinished)."""
+    """The S3-Rec pre-training of this seed and length (trained, or resumed if
+    unfinished)."""
     from genni.pipeline.training import pretrain
     from genni.pipeline.training.config import PretrainConfig
 
-    output = pretrain_dir(runs_dir, dataset, seed)
+    output = pretrain_dir(runs_dir, dataset, seed, epochs)
     state_path = os.path.join(output, pretrain.STATE_FILE)
     if os.path.exists(state_path):
         with open(state_path) as f:
@@ -170,6 +184,11 @@ def command(args: argparse.Namespace) -> str:
     words = ["python", "benchmarks/reproduce.py", "--data", relative(args.data)]
     words += ["--dataset", args.dataset, "--runs-dir", relative(args.runs_dir)]
     words += ["--seeds", *map(str, args.seeds), "--variants", *args.variants]
+    if set(args.variants) & set(PRETRAINED):
+        if args.pretrain_epochs != keys.DEFAULT_PRETRAIN_EPOCHS:
+            words += ["--pretrain-epochs", str(args.pretrain_epochs)]
+        if args.pretrain_seed is not None:
+            words += ["--pretrain-seed", str(args.pretrain_seed)]
     if args.archive:
         words += ["--archive", relative(args.archive)]
     if args.pack:
@@ -193,9 +212,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pretrain-epochs",
         type=int,
-        default=100,
+        default=keys.DEFAULT_PRETRAIN_EPOCHS,
         help="S3-Rec pre-training epochs for the s3rec variants (data needs "
         "item attributes).",
+    )
+    parser.add_argument(
+        "--pretrain-seed",
+        type=int,
+        default=None,
+        help="Fine-tune every seed of the s3rec variants from the one "
+        "pre-training of this seed (default: each seed from its own).",
     )
     parser.add_argument(
         "--report-only", action="store_true", help="Tabulate finished runs; train none."
@@ -246,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.include_running,
                 args.pretrain_epochs,
                 args.pack,
+                args.pretrain_seed,
             )
             for seed in args.seeds
         ]

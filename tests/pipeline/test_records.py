@@ -259,3 +259,20 @@ def test_the_log_q_correction_keys_only_sampled_softmax_runs():
     assert key(dataclasses.replace(bce, logq_correction=False), "F") == key(bce, "F")
     assert key(dataclasses.replace(ssm, logq_correction=False), "F") != key(ssm, "F")
     assert key(ssm, "F") != key(bce, "F")
+
+
+def test_pretrainings_of_other_lengths_or_seeds_never_share_a_run_name():
+    default = keys.DEFAULT_PRETRAIN_EPOCHS
+    # The archived runs' names stand at the default length and own seed.
+    assert keys.pretrain_run_name("beauty", 0) == "beauty_pretrain_s0"
+    assert keys.pretrain_run_name("beauty", 0, default) == "beauty_pretrain_s0"
+    assert keys.finetune_variant_name("s3rec", 1, default) == "s3rec"
+    assert keys.finetune_variant_name("s3rec", 1, default, 1) == "s3rec"
+    # A shorter pre-training, or one shared from another seed, has its own.
+    assert keys.pretrain_run_name("beauty", 0, 20) == "beauty_pretrain20_s0"
+    names = {
+        keys.finetune_variant_name("s3rec", 1, epochs, shared)
+        for epochs in (default, 20)
+        for shared in (None, 0)
+    }
+    assert names == {"s3rec", "s3rec_p20", f"s3rec_p{default}from0", "s3rec_p20from0"}
