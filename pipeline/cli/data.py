@@ -13,7 +13,7 @@ import os
 import time
 
 from genni.components import schema
-from genni.pipeline.preprocess import formats
+from genni.pipeline.preprocess import formats, synthetic
 from genni.pipeline.preprocess.config import DEFAULT_MAX_KCORE_ROUNDS, PreprocessConfig
 from genni.pipeline.preprocess.synthetic import SyntheticConfig
 
@@ -153,6 +153,14 @@ def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
         help="Chance that the next item follows the planted transition graph.",
     )
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--shuffle-buffer",
+        type=int,
+        default=synthetic.DEFAULT_SHUFFLE_BUFFER,
+        help="Lines shuffled together. The log is streamed to disk, so memory "
+        "stays bounded by this and the catalog, not by the number of events "
+        "(default: %(default)s, about 100 MB; a smaller log is shuffled whole).",
+    )
 
 
 def synth_config_from_args(args: argparse.Namespace) -> SyntheticConfig:
@@ -183,9 +191,15 @@ def _preprocess(args: argparse.Namespace, beam_args: list[str]) -> int:
 
 
 def _synth(args: argparse.Namespace, extra: list[str]) -> int:
-    from genni.pipeline.preprocess import synthetic
+    start = time.perf_counter()
 
-    n = synthetic.write_log(synth_config_from_args(args), args.output)
+    def progress(lines: int) -> None:
+        seconds = time.perf_counter() - start
+        print(f"  {lines:,} lines ({seconds:.0f} s)", flush=True)
+
+    n = synthetic.write_log(
+        synth_config_from_args(args), args.output, args.shuffle_buffer, progress
+    )
     print(f"Wrote {n:,} review lines to {args.output}")
     return 0
 

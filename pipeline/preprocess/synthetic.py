@@ -16,11 +16,16 @@ import dataclasses
 import gzip
 import json
 import os
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 DAY_SECONDS = 86_400
 START_TIME = 1_300_000_000
+# Lines shuffled together (`iter_log`): about 100 MB of them, the whole log of
+# the project's demo and held-out data sets.
+DEFAULT_SHUFFLE_BUFFER = 1_000_000
+PROGRESS_LINES = 1_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +85,12 @@ def item_id(index: int) -> str:
 
 def generate_sequences(config: SyntheticConfig) -> list[list[int]]:
     """Item-index sequences of the real users (0-based item indices)."""
+    return list(iter_sequences(config))
+
+
+def iter_sequences(config: SyntheticConfig) -> Iterator[list[int]]:
+    """`generate_sequences`, one user at a time: memory O(items + users), not
+    O(events)."""
     rng = np.random.default_rng(config.seed)
     popularity = 1.0 / np.arange(1, config.num_items + 1) ** config.zipf_exponent
     popularity /= popularity.sum()
@@ -95,7 +106,6 @@ def generate_sequences(config: SyntheticConfig) -> list[list[int]]:
     def popular() -> int:
         return int(cdf.searchsorted(rng.random(), side="right"))
 
-    sequences = []
     for length in config.min_length + extra:
         item = popular()
         seq = [item]
@@ -105,14 +115,30 @@ def generate_sequences(config: SyntheticConfig) -> list[list[int]]:
             else:
                 item = popular()
             seq.append(item)
-        sequences.append(seq)
-    return sequences
+        yield seq
 
 
 def generate_log(config: SyntheticConfig) -> list[str]:
     """The log as lines in the Amazon 2014 review format, shuffled."""
+    return list(iter_log(config))
+
+
+def iter_log(
+    config: SyntheticConfig, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER
+) -> Iterator[str]:
+    """The log's lines, streamed: memory O(`shuffle_buffer` lines + items +
+    users), whatever the number of events.
+
+    Lines are shuffled within blocks of about `shuffle_buffer` lines (whole
+    users' events each, with their share of the malformed lines); a log of at
+    most one block is shuffled whole, the same lines as `generate_log` gave
+    before it streamed. The reviews of a seed are the same whatever the block
+    size: only their order and the malformed lines' count move.
+    """
+    if shuffle_buffer < 1:
+        raise ValueError(f"`shuffle_buffer` must be positive. Got {shuffle_buffer}.")
     rng = np.random.default_rng(config.seed + 1)
-    lines = []
+    block_rng = np.random.default_rng(config.seed + 2)  # Orders all but the last.
 
     def review(user: str, item: str, t: int) -> str:
         rating = float(rng.integers(1, 6))
@@ -120,7 +146,18 @@ def generate_log(config: SyntheticConfig) -> list[str]:
             {"reviewerID": user, "asin": item, "overall": rating, "unixReviewTime": t}
         )
 
-    for u, seq in enumerate(generate_sequences(config)):
+    def shuffled(lines: list[str], order: np.random.Generator) -> list[str]:
+        broken = int(len(lines) * config.malformed_fraction)
+        for b in range(broken):
+            lines.append(
+                ['{"reviewerID": "A1", "asin": ', '{"asin": "I0000001"}', "not json"][
+                    b % 3
+                ]
+            )
+        return [lines[i] for i in order.permutation(len(lines))]
+
+    lines: list[str] = []
+    for u, seq in enumerate(iter_sequences(config)):
         t = START_TIME + int(rng.integers(0, 365)) * DAY_SECONDS
         for item in seq:
             t += int(rng.integers(1, 30)) * DAY_SECONDS
@@ -128,25 +165,32 @@ def generate_log(config: SyntheticConfig) -> list[str]:
             lines.append(line)
             if rng.random() < config.duplicate_fraction:
                 lines.append(line)
+        if len(lines) >= shuffle_buffer and u + 1 < config.num_users:
+            yield from shuffled(lines, block_rng)
+            lines = []
     for n in range(config.noise_users):
         # Too short for the k-core, and on items nobody else touches.
         for k in range(2):
             lines.append(review(f"N{n:07d}", f"X{n:07d}_{k}", START_TIME + k))
-    broken = int(len(lines) * config.malformed_fraction)
-    for b in range(broken):
-        lines.append(
-            ['{"reviewerID": "A1", "asin": ', '{"asin": "I0000001"}', "not json"][b % 3]
-        )
-    order = rng.permutation(len(lines))
-    return [lines[i] for i in order]
+    yield from shuffled(lines, rng)
 
 
-def write_log(config: SyntheticConfig, path: str) -> int:
-    """Write the log (gzip when `path` ends in .gz); returns the line count."""
-    lines = generate_log(config)
+def write_log(
+    config: SyntheticConfig,
+    path: str,
+    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Write the log (gzip when `path` ends in .gz), streamed (`iter_log`);
+    returns the line count. `progress`, if given, is called with the lines
+    written so far every `PROGRESS_LINES` lines."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     opener = gzip.open if path.endswith(".gz") else open
+    n = 0
     with opener(path, "wt", encoding="utf-8") as f:
-        for line in lines:
+        for line in iter_log(config, shuffle_buffer):
             f.write(line + "\n")
-    return len(lines)
+            n += 1
+            if progress is not None and n % PROGRESS_LINES == 0:
+                progress(n)
+    return n

@@ -76,3 +76,57 @@ def test_sequences_are_those_of_numpys_weighted_choice():
             seq.append(item)
         expected.append(seq)
     assert synthetic.generate_sequences(config) == expected
+
+
+def _valid(lines):
+    """The log's parseable reviews, as a multiset."""
+    import json
+
+    reviews = collections.Counter()
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "reviewerID" in record and "unixReviewTime" in record:
+            reviews[line] += 1
+    return reviews
+
+
+def test_a_streamed_log_has_the_same_reviews_whatever_its_shuffle_block():
+    config = synthetic.SyntheticConfig(num_users=60, num_items=30, seed=4)
+    whole = synthetic.generate_log(config)
+    assert list(synthetic.iter_log(config, shuffle_buffer=len(whole) + 1)) == whole
+    blocks = list(synthetic.iter_log(config, shuffle_buffer=50))
+    assert blocks != whole
+    assert _valid(blocks) == _valid(whole)
+    # Each block holds whole users: a user's reviews are all in one block.
+    first_block_users = {
+        line.split('"reviewerID": "')[1][:8] for line in blocks[:50] if "U0" in line
+    }
+    assert "U0000000" in first_block_users
+
+
+def test_the_log_streams_without_generating_every_user_first(tmp_path, monkeypatch):
+    # Many users, but the first block of lines needs only its own.
+    config = synthetic.SyntheticConfig(num_users=5000, num_items=50, seed=0)
+    made = []
+    sequences = synthetic.iter_sequences
+
+    def counted(config):
+        for seq in sequences(config):
+            made.append(len(seq))
+            yield seq
+
+    monkeypatch.setattr(synthetic, "iter_sequences", counted)
+    first = list(itertools.islice(synthetic.iter_log(config, shuffle_buffer=100), 100))
+    assert len(first) == 100 and _valid(first)
+    assert sum(made) < 200
+    monkeypatch.undo()
+    monkeypatch.setattr(synthetic, "PROGRESS_LINES", 100)
+    small = synthetic.SyntheticConfig(num_users=30, num_items=20, seed=0)
+    path = tmp_path / "log.json"
+    seen = []
+    n = synthetic.write_log(small, str(path), 10, seen.append)
+    assert n == len(path.read_text().splitlines()) > 300
+    assert seen == list(range(100, n + 1, 100))
