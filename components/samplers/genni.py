@@ -11,7 +11,9 @@ informative ("hard") negatives. Two-stage acceleration: V' is a uniform random
 beta fraction of the catalog (beta = 1: all), drawn fresh for every batch, or,
 with `beta_group` = g, for every g positions (50: about one per sequence; 1: one
 per position), so that at a small beta the negatives of a batch do not all come
-from the same few items. Cost O(beta |V| d) per position.
+from the same few items. Cost O(beta |V| d) per position; `max_candidates` caps
+|V'|, so that a draw's cost stops growing with the catalog (`genni train`'s
+recommended preset: 16,384).
 
 Memory stays bounded whatever the catalog: positions are processed in chunks of
 at most `max_logits` logits (default 2^24 floats, 64 MiB per chunk), one chunk at
@@ -137,6 +139,8 @@ class GenNiSampler(NegativeSampler):
         beta_group: positions that share one V' (None: the whole batch). Each
             group of at most this many consecutive positions scores its own
             uniform beta fraction of the items.
+        max_candidates: most items in V' (None: no cap): beta's fraction of
+            a larger catalog is cut to this many, a uniform subset as beta's.
         max_logits: most logits held at once (rows x candidates of one chunk).
         seed: seed of the layer's generator.
 
@@ -157,6 +161,7 @@ class GenNiSampler(NegativeSampler):
         max_logits: int = DEFAULT_MAX_LOGITS,
         beta_group: int | None = None,
         seed: int | None = None,
+        max_candidates: int | None = None,
         **kwargs,
     ):
         super().__init__(num_items, num_negatives, seed, **kwargs)
@@ -171,6 +176,11 @@ class GenNiSampler(NegativeSampler):
             )
         if beta_group is not None and beta_group < 1:
             raise ValueError(f"`beta_group` must be positive. Got {beta_group}.")
+        if max_candidates is not None and max_candidates < 1:
+            raise ValueError(
+                f"`max_candidates` must be positive. Got {max_candidates}."
+            )
+        self.max_candidates = max_candidates
         self.max_logits = max_logits
         self.beta_group = beta_group
         self.beta = beta
@@ -193,8 +203,11 @@ class GenNiSampler(NegativeSampler):
 
     @property
     def num_candidates(self) -> int:
-        """|V'|: items scored per batch (at least k + 1 so a non-target exists)."""
+        """|V'|: items scored per batch: beta's share of the catalog, at most
+        `max_candidates`, at least k + 1 (so that a non-target exists)."""
         m = math.ceil(self._beta * self.num_items)
+        if self.max_candidates is not None:
+            m = min(m, self.max_candidates)
         return min(self.num_items, max(m, self.num_negatives + 1))
 
     @property
@@ -353,6 +366,7 @@ class GenNiSampler(NegativeSampler):
             beta=self._beta,
             beta_group=self.beta_group,
             max_logits=self.max_logits,
+            max_candidates=self.max_candidates,
         )
         return config
 

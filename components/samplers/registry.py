@@ -23,7 +23,8 @@ class SamplerConfig:
     `name`: a registered sampler. `num_negatives`: k per position. GenNi:
     `alpha` (softmax temperature), `beta` (share of the catalog scored per
     draw), `beta_group` (positions sharing one candidate subset; None: the
-    whole batch), `max_logits` (memory bound; None: the sampler's default).
+    whole batch), `max_logits` (memory bound; None: the sampler's default),
+    `max_candidates` (most items scored per draw; None: beta's share, uncapped).
     Popularity: `gamma` (exponent of the counts). `seed`: the sampler's own
     random stream.
     """
@@ -34,6 +35,7 @@ class SamplerConfig:
     beta: float = 1.0
     beta_group: int | None = None
     max_logits: int | None = None
+    max_candidates: int | None = None
     gamma: float = 1.0
     seed: int | None = None
 
@@ -132,6 +134,7 @@ def _genni(config: SamplerConfig, num_items: int, item_counts):
         beta=config.beta,
         beta_group=config.beta_group,
         seed=config.seed,
+        max_candidates=config.max_candidates,
         **bound,
     )
 

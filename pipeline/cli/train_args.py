@@ -8,6 +8,7 @@ import json
 
 from genni.pipeline.training.config import (
     CANDIDATES,
+    DEFAULT_MAX_CANDIDATES,
     DEFAULT_PRESET,
     LOSSES,
     PRESETS,
@@ -81,6 +82,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(50: about one per sequence, 1: one per position) instead of once per "
         "batch, so that at a small beta a batch's negatives do not all come "
         "from the same few items.",
+    )
+    parser.add_argument(
+        "--max-candidates",
+        type=int,
+        default=None,
+        metavar="M",
+        help="Most items one GenNi draw scores: beta's share of a larger "
+        "catalog is cut to M items (a uniform subset, as beta's), so a draw "
+        f"costs the same at 10^6 items as at M. 0: no cap (default "
+        f"{DEFAULT_MAX_CANDIDATES:,} in the recommended preset, none in the "
+        "paper's).",
     )
     parser.add_argument(
         "--self-adjust-alpha",
@@ -222,6 +234,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         value = getattr(args, field.name, None)
         if value is not None:
             values[field.name] = value
+    if getattr(args, "max_candidates", None) == 0:  # Lift the preset's cap.
+        values["max_candidates"] = None
     if values.get("dropout") is not None and "attention_dropout" not in values:
         values["attention_dropout"] = values["dropout"]
     if getattr(args, "preset", None):

@@ -28,7 +28,12 @@ LAYOUT_SETTINGS = ("pack",)
 
 # Settings added after runs were archived, left out of a run's key at their
 # default, so that every run made before them keeps its key.
-LATER_SETTINGS = {"beta_group": None, "candidates": "new", "logq_correction": True}
+LATER_SETTINGS = {
+    "beta_group": None,
+    "candidates": "new",
+    "logq_correction": True,
+    "max_candidates": None,
+}
 
 # What only a sampler reads: the full-softmax loss draws no negatives, so a
 # softmax run is keyed with these at their defaults, whatever they were set to.
@@ -43,6 +48,7 @@ SAMPLER_SETTINGS = (
     "gamma",
     "exclude_seen",
     "max_logits",
+    "max_candidates",
 )
 
 # `genni pretrain`'s length, which pre-training names leave out.
@@ -65,7 +71,8 @@ def run_key(config: TrainConfig, fingerprint: str) -> str:
     """A stable id of a run: its settings and its dataset, not their paths,
     nor its batch layout (`LAYOUT_SETTINGS`), nor, for the softmax loss, the
     settings of a sampler it does not have (`SAMPLER_SETTINGS`), nor the log Q
-    correction of a loss other than the sampled softmax."""
+    correction of a loss other than the sampled softmax, nor a cap on
+    GenNi's candidates (`max_candidates`) at or above the catalog's size."""
     if config.loss == "softmax":  # One softmax run, whatever its unused flags.
         defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
         config = dataclasses.replace(
@@ -73,6 +80,10 @@ def run_key(config: TrainConfig, fingerprint: str) -> str:
         )
     if config.loss != "sampled_softmax" and not config.logq_correction:
         config = dataclasses.replace(config, logq_correction=True)  # Unread.
+    items = _catalog_size(fingerprint)
+    if config.max_candidates is not None and items and items <= config.max_candidates:
+        # A cap above the catalog never bites: the uncapped run's experiment.
+        config = dataclasses.replace(config, max_candidates=None)
     values = config.to_dict()
     for name in ("output", "data", *LAYOUT_SETTINGS):
         values.pop(name)
@@ -84,6 +95,15 @@ def run_key(config: TrainConfig, fingerprint: str) -> str:
     values["dataset"] = fingerprint
     text = json.dumps(values, sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def _catalog_size(fingerprint: str) -> int | None:
+    """The item count in a `data_fingerprint` (None for a dataset without
+    statistics, fingerprinted by its path)."""
+    try:
+        return json.loads(fingerprint).get("items")
+    except (json.JSONDecodeError, AttributeError):
+        return None
 
 
 def slug(values: dict, seed: int) -> str:

@@ -12,6 +12,15 @@ from genni.components.samplers import registry
 from genni.components.samplers.registry import SamplerConfig
 from genni.models.config import SASRecConfig
 
+# The recommended preset's cap on the items one GenNi draw scores
+# (`max_candidates`). Beauty's packed batches over a catalog of 10^6 items, on
+# this 2-core CPU beside other work: a step of the preset cost 1.87x a uniform
+# BCE step with it; the paper's BCE with k = 1 cost 1.59x (1.20x at 4,096),
+# where beta 1 was out of reach (10.1x already at 10^5 items;
+# benchmarks/results/scale.md). Catalogs up to this size are scored whole, so
+# the preset's Beauty and Toys runs are unchanged.
+DEFAULT_MAX_CANDIDATES = 1 << 14
+
 
 class _Settings:
     """to_dict / from_dict of a settings dataclass; unknown names are an error."""
@@ -85,7 +94,10 @@ class TrainConfig(_Settings):
     `beta_group` (positions sharing one V' of GenNi; None: the whole batch),
     `alpha_step` (self-adjusted alpha; None keeps it fixed), `gamma`
     (popularity exponent), `exclude_seen` (the sampler never draws the
-    user's items), `max_logits` (GenNi memory bound). Training: `loss`
+    user's items), `max_logits` (GenNi memory bound), `max_candidates` (most
+    items one GenNi draw scores: beta's share of a larger catalog is cut to it,
+    so a draw costs the same at 10^6 items as at this many; None: no cap).
+    Training: `loss`
     (`sampled_softmax`: cross-entropy over the positive and its k negatives,
     with `logq_correction` subtracting log(k Q) of each draw; see
     `genni.components.losses.sampled_softmax_loss`),
@@ -113,6 +125,7 @@ class TrainConfig(_Settings):
     gamma: float = 1.0
     exclude_seen: bool = False
     max_logits: int = 1 << 24
+    max_candidates: int | None = None
     loss: str = "bce"
     logq_correction: bool = True
     epochs: int = 200
@@ -140,7 +153,9 @@ class TrainConfig(_Settings):
         self._non_negative("alpha")
         if not 0.0 < self.beta <= 1.0:
             raise ValueError(f"`beta` must be in (0, 1]. Got {self.beta}.")
-        self._positive("beta_growth", "alpha_step", "learning_rate", "beta_group")
+        self._positive(
+            "beta_growth", "alpha_step", "learning_rate", "beta_group", "max_candidates"
+        )
         generated = registry.model_generated()
         if self.sampler not in generated and (
             self.alpha_step or self.beta_growth or self.beta_group
@@ -174,6 +189,7 @@ class TrainConfig(_Settings):
             beta=beta_for_epoch(epoch, self.beta, self.beta_growth),
             beta_group=self.beta_group,
             max_logits=self.max_logits,
+            max_candidates=self.max_candidates,
             gamma=self.gamma,
             seed=registry.sampler_seed(self.seed, 1),
         )
@@ -189,8 +205,15 @@ PRESETS: dict[str, dict] = {
     # Seed 0, test HR@10 / NDCG@10: Beauty 9.51 / 5.80, Toys 10.04 / 6.29,
     # against the paper preset's 8.81 / 5.29 and 9.39 / 5.77; a training step
     # costs 1.79x the paper's packed, 1.43x unpacked
-    # (docs/reproduction.md#beyond-the-paper).
-    "recommended": dict(loss="sampled_softmax", num_negatives=64, alpha=1.0),
+    # (docs/reproduction.md#beyond-the-paper). GenNi scores at most 16,384
+    # items per draw (`DEFAULT_MAX_CANDIDATES`; all of Beauty's and Toys'), so
+    # that its cost stops growing with the catalog.
+    "recommended": dict(
+        loss="sampled_softmax",
+        num_negatives=64,
+        alpha=1.0,
+        max_candidates=DEFAULT_MAX_CANDIDATES,
+    ),
     # The paper's SASRec_GenNi: BCE with one GenNi negative, alpha 2.5.
     "paper": dict(loss="bce", num_negatives=1, alpha=2.5),
 }

@@ -108,6 +108,29 @@ def test_genni_beta_restricts_the_candidates_of_a_batch():
     assert seen == set(range(2, V + 1))
 
 
+def test_genni_max_candidates_caps_the_subset_and_its_log_q():
+    # beta 1 over 20 items, capped at 6: one uniform subset of 6 per call,
+    # log Q counting the subset's share of the catalog (6 / 20).
+    sampler = GenNiSampler(V, num_negatives=2, alpha=0.0, max_candidates=6, seed=3)
+    assert sampler.num_candidates == 6
+    ids, log_q = sampler(
+        tf.ones([200, D]), tf.fill([200], 1), _table(), return_log_q=True
+    )
+    assert len(np.unique(ids.numpy())) <= 6 and not np.any(ids.numpy() == 1)
+    # alpha 0: uniform over the subset's items but the target (5 or 6 of
+    # them), times the subset's share 6 / 20.
+    within = np.exp(log_q.numpy()) * V / 6
+    assert np.allclose(within, 1 / 5) or np.allclose(within, 1 / 6)
+    # A cap above beta's share, or above the catalog, changes nothing.
+    assert GenNiSampler(V, beta=0.25, max_candidates=6).num_candidates == 5
+    assert GenNiSampler(V, max_candidates=1000).num_candidates == V
+    assert GenNiSampler(V, num_negatives=8, max_candidates=2).num_candidates == 9
+    with pytest.raises(ValueError, match="max_candidates"):
+        GenNiSampler(V, max_candidates=0)
+    config = GenNiSampler(V, max_candidates=6).get_config()
+    assert GenNiSampler.from_config(config).num_candidates == 6
+
+
 def test_genni_beta_group_draws_a_fresh_subset_per_group_of_positions():
     # beta 0.25: 5 candidates per group of 10 positions, groups of their own.
     sampler = GenNiSampler(

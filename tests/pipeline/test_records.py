@@ -261,6 +261,15 @@ def test_the_log_q_correction_keys_only_sampled_softmax_runs():
     assert key(ssm, "F") != key(bce, "F")
 
 
+def test_a_cap_on_genni_candidates_keys_a_run_only_where_it_bites():
+    config = TrainConfig(data="D", output="o")
+    capped = dataclasses.replace(config, max_candidates=16384)
+    small, large = '{"items": 12101}', '{"items": 1000000}'
+    assert keys.run_key(capped, small) == keys.run_key(config, small)
+    assert keys.run_key(capped, large) != keys.run_key(config, large)
+    assert keys.run_key(capped, "/a/path") != keys.run_key(config, "/a/path")
+
+
 def test_pretrainings_of_other_lengths_or_seeds_never_share_a_run_name():
     default = keys.DEFAULT_PRETRAIN_EPOCHS
     # The archived runs' names stand at the default length and own seed.

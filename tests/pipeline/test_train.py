@@ -244,6 +244,13 @@ def test_a_preset_is_overridden_by_the_config_file_and_then_by_flags(tmp_path):
     assert (flag.loss, flag.num_negatives) == ("sampled_softmax", 3)
     off = settings("--no-logq-correction")
     assert not off.logq_correction
+    # GenNi's candidates: capped by the recommended preset, not the paper's;
+    # --max-candidates 0 lifts the cap.
+    assert recommended.max_candidates == 16384 and paper.max_candidates is None
+    assert settings("--max-candidates", "4096").max_candidates == 4096
+    assert settings("--max-candidates", "0").max_candidates is None
+    sampler = recommended.sampler_config(num_items=10**6)
+    assert sampler.max_candidates == 16384
     with pytest.raises(ValueError, match="Unknown preset 'fast'"):
         file.write_text(json.dumps({"preset": "fast"}))
         settings("--config", str(file))
