@@ -30,6 +30,7 @@ def step_times(
     rounds: int = 5,
     steps: int = 10,
     verbose: bool = True,
+    num_items: int | None = None,
 ) -> dict[str, list[float]]:
     """Seconds per training step of each configuration, one entry per round.
 
@@ -40,7 +41,13 @@ def step_times(
         steps: training steps per configuration and round (the first `steps`
             batches of the training split, the same for every configuration).
         verbose: print each round's times.
+        num_items: a catalog of this many items instead of the dataset's (the
+            embedding table and the samplers grown or cut to it; the same
+            batches, whose ids must lie within it), to time a larger shop's
+            steps on the batches of a smaller one.
     """
+    import dataclasses
+
     import tensorflow as tf
 
     from genni.components import schema
@@ -49,6 +56,13 @@ def step_times(
     if rounds < 1 or steps < 1:
         raise ValueError(f"rounds and steps must be positive. Got {rounds}, {steps}.")
     dataset = data.Dataset.open(data_dir)
+    if num_items is not None:
+        if num_items < dataset.num_items:
+            raise ValueError(
+                f"num_items ({num_items}) must hold the dataset's "
+                f"{dataset.num_items} items."
+            )
+        dataset = data.Dataset(dataclasses.replace(dataset.info, num_items=num_items))
     step_fns = {}
     batches: dict[tuple[int, bool], list] = {}  # The same batches for all.
     for name, overrides in configs.items():

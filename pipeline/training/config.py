@@ -14,11 +14,12 @@ from genni.models.config import SASRecConfig
 
 # The recommended preset's cap on the items one GenNi draw scores
 # (`max_candidates`). Beauty's packed batches over a catalog of 10^6 items, on
-# this 2-core CPU beside other work: a step of the preset cost 1.87x a uniform
-# BCE step with it; the paper's BCE with k = 1 cost 1.59x (1.20x at 4,096),
-# where beta 1 was out of reach (10.1x already at 10^5 items;
-# benchmarks/results/scale.md). Catalogs up to this size are scored whole, so
-# the preset's Beauty and Toys runs are unchanged.
+# this 2-core CPU beside other work (benchmarks/results/sampler_scale.md): a
+# step of the preset cost 2.06x a uniform BCE step, 1.38x a uniform sampled
+# softmax with as many negatives; the paper's BCE with k = 1 cost 1.71x (1.33x
+# at 4,096), where beta 1 was out of reach (9.5x already at 10^5 items).
+# Catalogs up to this size are scored whole, so the preset's Beauty and Toys
+# runs are unchanged.
 DEFAULT_MAX_CANDIDATES = 1 << 14
 
 

@@ -441,3 +441,28 @@ def test_cdf_block_shrinks_with_many_draws():
 def test_errors_name_the_argument(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_the_capped_law_in_closed_form_is_the_capped_samplers_law():
+    from genni.components.samplers import law
+
+    # 12 items, 4 candidates per batch (max_candidates), one query: the law
+    # of many batches' draws is `law.capped_law`'s, and differs from the
+    # exact softmax, which a cap at the catalog gives back.
+    n, cap, batches = 12, 4, 3000
+    items = np.random.default_rng(0).normal(size=(n + 1, D)).astype(np.float32)
+    query = np.random.default_rng(1).normal(size=(1, D)).astype(np.float32)
+    logits = (query @ items[1:].T).astype(np.float64)  # alpha 1
+    sampler = GenNiSampler(n, alpha=1.0, max_candidates=cap, seed=5)
+    draw = tf.function(
+        lambda: sampler(tf.constant(np.repeat(query, 1, 0)), tf.constant([0]), items)
+    )
+    counts = np.bincount(
+        [int(draw().numpy()[0, 0]) for _ in range(batches)], minlength=n + 1
+    )[1:]
+    drawn = counts / batches
+    closed = law.capped_law(logits, cap, draws=4000)[0]
+    exact = law.softmax(logits)[0]
+    assert law.total_variation(drawn, closed) < 0.05
+    assert law.total_variation(closed, exact) > 0.1
+    assert np.allclose(law.capped_law(logits, n, draws=1), law.softmax(logits))

@@ -1,0 +1,281 @@
+"""GenNi as the catalog grows: step time beside uniform's, and the drawn law.
+
+Part 1 times training steps side by side (`speed.step_times`) on the packed
+batches of one dataset, over a catalog grown to 10^4, 10^5 and 10^6 items (the
+embedding table and the samplers sized to it; each size in its own process):
+uniform BCE (the paper's baseline), GenNi at beta 1 where it still runs, the
+paper's GenNi with its candidates capped (`--max-candidates`), the recommended
+preset (capped at 16,384) and the uniform sampled softmax with as many
+negatives.
+
+Part 2 measures how far a capped draw's law is from the exact one, Q(i) =
+softmax(alpha * h . e_i) over all items, on fixed queries: the total-variation
+distance TV = 1/2 sum_i |Q_M(i) - Q(i)|. A capped draw scores a uniform subset
+of M items, so its law is Q_M(i) = (M / N) E[exp(s_i) / (exp(s_i) + Z')], Z'
+the mass of M - 1 other items drawn at random; the expectation is taken over R
+draws of Z' (no sampling noise of single draws). Two sources of scores:
+Gaussian embeddings with the logit spread of a trained model (std `--logit-std`,
+2.4 for the recommended preset on Beauty), at 10^4, 10^5 and 10^6 items; and,
+with `--run`, a trained run's own queries and items, at the fractions M / N of
+those sizes.
+
+    python benchmarks/sampler_scale.py [--data DIR] [--run RUN_DIR] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from _common import beauty_data, machine, write_results
+
+from genni.pipeline.reproduce.commands import relative, shell_line
+
+SIZES = (10_000, 100_000, 1_000_000)
+CAP = 16_384  # The recommended preset's max_candidates.
+SMALL_CAP = 4_096
+EXACT_UP_TO = 100_000  # Beta 1 beyond: minutes per step on this CPU.
+UNIFORM = "uniform BCE k1"
+
+
+def configs(num_items: int) -> dict[str, dict]:
+    """What Part 1 times at a catalog of `num_items`."""
+    paper = dict(sampler="genni", alpha=2.5, loss="bce")
+    recommended = dict(
+        sampler="genni", alpha=1.0, num_negatives=64, loss="sampled_softmax"
+    )
+    found = {UNIFORM: dict(sampler="uniform")}
+    if num_items <= EXACT_UP_TO:
+        found["GenNi BCE k1, beta 1"] = paper
+    found[f"GenNi BCE k1, M {SMALL_CAP:,}"] = dict(paper, max_candidates=SMALL_CAP)
+    found[f"GenNi BCE k1, M {CAP:,}"] = dict(paper, max_candidates=CAP)
+    found[f"recommended (GenNi SSM k64, M {CAP:,})"] = dict(
+        recommended, max_candidates=CAP
+    )
+    found["uniform SSM k64"] = dict(
+        sampler="uniform", num_negatives=64, loss="sampled_softmax"
+    )
+    return {name: dict(c, pack=True) for name, c in found.items()}
+
+
+def step_point(data: str, num_items: int, rounds: int, steps: int) -> dict:
+    """Run in a child process: Part 1 at one catalog size."""
+    from genni.pipeline.reproduce import speed
+
+    times = speed.step_times(
+        data, configs(num_items), rounds, steps, verbose=False, num_items=num_items
+    )
+    ms = {name: 1000 * statistics.median(t) for name, t in times.items()}
+    return {"items": num_items, "ms_per_step": ms}
+
+
+def tv_distance(logits, cap: int, draws: int) -> float:
+    """Mean TV between the capped and the exact law over the rows of `logits`."""
+    from genni.components.samplers import law
+
+    capped = law.capped_law(logits, cap, draws)
+    return float(law.total_variation(capped, law.softmax(logits)).mean())
+
+
+def law_gaussian(num_items: int, args) -> dict:
+    """Part 2 on Gaussian embeddings of logit std `args.logit_std`."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    d = 64
+    items = (rng.standard_normal((num_items, d)) / np.sqrt(d)).astype(np.float32)
+    queries = rng.standard_normal((args.queries, d)) * args.logit_std
+    logits = queries @ items.T
+    return law_point(logits, num_items, args)
+
+
+def law_point(logits, num_items: int, args, share_of: int | None = None) -> dict:
+    """TV at each cap; with `share_of`, each cap scaled to the share of the
+    catalog it would be at `share_of` items (a cap at or above the catalog
+    does not bite: TV 0, the exact law)."""
+    import math
+
+    import numpy as np
+
+    from genni.components.samplers import law
+
+    exact = law.softmax(logits)
+    point = {"items": num_items, "top1_prob": float(np.median(exact.max(axis=1)))}
+    if share_of is not None:
+        point["as_if_items"] = share_of
+    for cap in (SMALL_CAP, CAP):
+        scaled = (
+            cap if share_of is None else max(2, math.ceil(cap * num_items / share_of))
+        )
+        point[f"tv_M{cap}"] = tv_distance(logits, scaled, args.draws)
+    return point
+
+
+def law_of_run(run: str, args) -> list[dict]:
+    """Part 2 on a trained run's queries (validation users) and items, at the
+    share M / N of its catalog that each size of `args.sizes` would have."""
+    from genni.components import schema
+    from genni.pipeline.training import data, model
+
+    config = model.read_config(run)
+    dataset = data.Dataset.open(config.data)
+    loaded = model.load_run(run, dataset=dataset)
+    batch = next(iter(dataset.batches(schema.VALID, args.queries)))
+    queries = loaded.query_embeddings(batch["input_ids"]).numpy()
+    if queries.ndim == 3:
+        queries = queries[:, -1]
+    items = loaded.item_embeddings.numpy()[1:]
+    logits = config.alpha * queries @ items.T
+    return [law_point(logits, len(items), args, size) for size in args.sizes]
+
+
+def child(argv: list[str]) -> dict:
+    """Run `--step-point N` or `--law-point N` in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, __file__, *argv], capture_output=True, text=True
+    )
+    if out.returncode:
+        sys.exit(f"{' '.join(argv)} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=None, help="Preprocessed dataset dir.")
+    parser.add_argument("--run", default=None, help="A trained run for Part 2.")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=16)
+    parser.add_argument("--draws", type=int, default=32)
+    parser.add_argument("--logit-std", type=float, default=2.4)
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--skip-steps", action="store_true")
+    parser.add_argument("--step-point", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--law-point", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.step_point:
+        point = step_point(args.data, args.step_point, args.rounds, args.steps)
+        print(json.dumps(point))
+        return 0
+    if args.law_point:
+        print(json.dumps(law_gaussian(args.law_point, args)))
+        return 0
+
+    shared = [
+        "--rounds",
+        str(args.rounds),
+        "--steps",
+        str(args.steps),
+        "--queries",
+        str(args.queries),
+        "--draws",
+        str(args.draws),
+        "--logit-std",
+        str(args.logit_std),
+    ]
+    steps = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = args.data
+        if not args.skip_steps:
+            if data_dir is None:
+                data_dir = beauty_data(tmp, synthetic=True)
+            print(f"Part 1: training steps on {data_dir}'s packed batches")
+            from genni.components import schema
+
+            own = schema.DatasetInfo.load(data_dir).num_items
+            for size in args.sizes:
+                size = max(size, own)  # The catalog grows; it never shrinks.
+                point = child(["--data", data_dir, "--step-point", str(size), *shared])
+                steps.append(point)
+                base = point["ms_per_step"][UNIFORM]
+                print(
+                    f"  {size:>9,} items: "
+                    + ", ".join(
+                        f"{n} {ms:.0f} ms ({ms / base:.2f}x)"
+                        for n, ms in point["ms_per_step"].items()
+                    ),
+                    flush=True,
+                )
+    print("Part 2: TV distance of the capped law to the exact one")
+    laws = []
+    for size in args.sizes:
+        point = child(["--law-point", str(size), *shared])
+        laws.append(point)
+        print(f"  Gaussian, {size:,} items: {point}", flush=True)
+    run_laws = law_of_run(args.run, args) if args.run else []
+    for point in run_laws:
+        print(f"  {args.run}: {point}", flush=True)
+
+    results = {
+        "data": data_dir if not args.skip_steps else None,
+        "run": args.run,
+        "steps": steps,
+        "law_gaussian": laws,
+        "law_run": run_laws,
+        "settings": vars(args),
+        "machine": machine(),
+    }
+    write_results("sampler_scale", results, markdown(results, args))
+    return 0
+
+
+def markdown(results: dict, args) -> str:
+    lines = [
+        "# GenNi as the catalog grows\n",
+        f"Part 1: ms per training step (packed batches of "
+        f"`{relative(results['data'] or '-')}`, "
+        f"batch 256, d 64, the catalog grown to each size), median of "
+        f"{args.rounds} side-by-side rounds of {args.steps} steps, "
+        f"{machine()['cpus']} CPUs; ratio to uniform BCE in brackets.\n",
+    ]
+    if results["steps"]:
+        names = list(results["steps"][-1]["ms_per_step"])
+        for point in results["steps"]:
+            names += [n for n in point["ms_per_step"] if n not in names]
+        lines += [
+            "| items | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        for point in results["steps"]:
+            ms = point["ms_per_step"]
+            cells = [
+                f"{ms[n]:.0f} ({ms[n] / ms[UNIFORM]:.2f}x)" if n in ms else "not run"
+                for n in names
+            ]
+            lines.append(f"| {point['items']:,} | " + " | ".join(cells) + " |")
+    lines += [
+        "\nPart 2: total-variation distance of a draw capped at M candidates to "
+        f"the exact softmax, mean over {args.queries} queries ({args.draws} draws of "
+        "the other candidates' mass each); top-1: the median probability of a "
+        "query's most likely item under the exact law.\n",
+        f"| scores | items | top-1 | TV, M {SMALL_CAP:,} | TV, M {CAP:,} |",
+        "|---|---|---|---|---|",
+    ]
+    for p in results["law_gaussian"]:
+        lines.append(
+            f"| Gaussian, logit std {args.logit_std} | {p['items']:,} | "
+            f"{p['top1_prob']:.3f} | {p[f'tv_M{SMALL_CAP}']:.3f} | "
+            f"{p[f'tv_M{CAP}']:.3f} |"
+        )
+    for p in results["law_run"]:
+        lines.append(
+            f"| trained run, the share M / N of {p['as_if_items']:,} items | "
+            f"{p['items']:,} | {p['top1_prob']:.3f} | {p[f'tv_M{SMALL_CAP}']:.3f} | "
+            f"{p[f'tv_M{CAP}']:.3f} |"
+        )
+    words = ["python", "benchmarks/sampler_scale.py"]
+    if args.data:
+        words += ["--data", relative(args.data)]
+    if args.run:
+        words += ["--run", relative(args.run)]
+    words += ["--rounds", str(args.rounds), "--steps", str(args.steps)]
+    lines.append(f"\nCommand: `{shell_line(words)}`\n")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

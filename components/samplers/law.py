@@ -1,0 +1,59 @@
+"""The law of a GenNi draw, in closed form, to compare its variants (numpy only).
+
+GenNi's exact law over a catalog of N items is Q(i) = softmax(s)_i, s = alpha *
+h . e. A draw over a uniform subset of M candidates (`beta` < 1, or
+`max_candidates` = M below N) has the marginal law
+
+    Q_M(i) = (M / N) E[exp(s_i) / (exp(s_i) + Z')],
+
+Z' the mass of the M - 1 other candidates. `capped_law` takes the expectation
+over draws of the subset, for every item at once (no noise from single item
+draws), so that `total_variation` measures the law's distortion, not a
+histogram's noise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of [rows, N] logits."""
+    mass = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return mass / mass.sum(axis=-1, keepdims=True)
+
+
+def capped_law(
+    logits: np.ndarray, cap: int, draws: int = 32, seed: int = 0
+) -> np.ndarray:
+    """Q_M of each row of `logits` [rows, N]: the law of a draw that scores a
+    uniform subset of `cap` items, over `draws` samples of the others' mass.
+    At `cap` >= N, the exact law."""
+    logits = np.atleast_2d(np.asarray(logits, dtype=np.float64))
+    rows, n = logits.shape
+    if cap >= n:
+        return softmax(logits)
+    if cap < 1 or draws < 1:
+        raise ValueError(f"cap and draws must be positive. Got {cap}, {draws}.")
+    rng = np.random.default_rng(seed)
+    laws = np.empty_like(logits)
+    for r in range(rows):
+        mass = np.exp(logits[r] - logits[r].max())
+        law = np.zeros(n)
+        for _ in range(draws):
+            # A uniform subset V of `cap` items; Z' for item i is the mass of
+            # V without i if i is in V, else of V without one random member:
+            # a uniform (cap - 1)-subset of the items other than i either way.
+            subset = rng.choice(n, cap, replace=False)
+            total = mass[subset].sum()
+            inside = np.zeros(n, dtype=bool)
+            inside[subset] = True
+            others = np.where(inside, total - mass, total - mass[rng.choice(subset)])
+            law += mass / (mass + np.maximum(others, 0.0))
+        laws[r] = law / law.sum()
+    return laws
+
+
+def total_variation(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """1/2 sum_i |p_i - q_i| per row."""
+    return 0.5 * np.abs(np.asarray(p) - np.asarray(q)).sum(axis=-1)
