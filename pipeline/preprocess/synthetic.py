@@ -68,6 +68,10 @@ class SyntheticConfig:
             raise ValueError(
                 f"`transition_prob` must be in [0, 1]. Got {self.transition_prob}."
             )
+        if self.zipf_exponent < 0:
+            raise ValueError(
+                f"`zipf_exponent` must be non-negative. Got {self.zipf_exponent}."
+            )
         if self.mean_length < self.min_length:
             raise ValueError(
                 f"`mean_length` ({self.mean_length}) must be >= `min_length` "

@@ -48,6 +48,20 @@ def test_bad_config():
         synthetic.SyntheticConfig(transition_prob=1.5)
     with pytest.raises(ValueError, match="mean_length"):
         synthetic.SyntheticConfig(mean_length=2, min_length=5)
+    with pytest.raises(ValueError, match="zipf_exponent"):
+        synthetic.SyntheticConfig(zipf_exponent=-1)
+
+
+def test_a_flatter_popularity_touches_more_of_a_large_catalog():
+    from genni.pipeline.cli import data, main
+
+    def touched(*flags):
+        argv = ["synth", "--output", "x", "--num-users", "300", "--num-items", "5000"]
+        args = main.build_parser().parse_args([*argv, *flags])
+        config = data.synth_config_from_args(args)
+        return len({i for s in synthetic.generate_sequences(config) for i in s})
+
+    assert touched("--zipf-exponent", "0.3") > 1.5 * touched()
 
 
 def test_sequences_are_those_of_numpys_weighted_choice():
