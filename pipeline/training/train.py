@@ -257,12 +257,13 @@ def _train(
     task = worker_task(strategy)
     if task is None:
         check_dataset(config, dataset.info)
+        defaults = TrainConfig.defaults()
+        if config.max_candidates and dataset.num_items <= config.max_candidates:
+            # A cap at or above the catalog never bites: a run started before
+            # the cap existed (the preset's, since) resumes under it.
+            defaults["max_candidates"] = config.max_candidates
         state = rundir.prepare(
-            config.output,
-            config.to_dict(),
-            resume,
-            _initial_state(),
-            TrainConfig.defaults(),
+            config.output, config.to_dict(), resume, _initial_state(), defaults
         )
         own_dir = config.output
     else:  # The chief writes the run; this worker keeps its checkpoints apart.

@@ -162,6 +162,16 @@ def test_a_setting_added_later_resumes_when_off(dataset, tmp_path):
     train.train(_config(data, tmp_path / "run", epochs=1), resume=True, verbose=0)
     with pytest.raises(ValueError, match="pack"):
         train.train(_config(data, tmp_path / "run", epochs=1, pack=True), resume=True)
+    # The recommended preset's cap on GenNi's candidates, added later: a cap at
+    # or above the catalog (under 150 items here) changes nothing, so the run resumes;
+    # a cap that bites is another run.
+    del saved["max_candidates"]
+    path.write_text(json.dumps(saved))
+    above = _config(data, tmp_path / "run", epochs=1, max_candidates=16384)
+    train.train(above, resume=True, verbose=0)
+    with pytest.raises(ValueError, match="max_candidates"):
+        below = _config(data, tmp_path / "run", epochs=1, max_candidates=10)
+        train.train(below, resume=True, verbose=0)
 
 
 def test_cli_train_with_config_file_and_flags(dataset, tmp_path, capsys):
