@@ -83,6 +83,7 @@ def serve_stage(model_base: str, histories: list, args) -> dict:
     concurrency, then its peak RSS (VmHWM) before it stops."""
     from genni.pipeline.cli import quiet
 
+    quiet.configure(verbose=False)
     quiet.start_quietly()  # The gRPC client imports TensorFlow.
     from serving import grpc_caller, load, rest_caller
 
