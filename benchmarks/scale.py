@@ -9,15 +9,18 @@ stage's wall time and peak memory (max RSS of its largest process), each
 sampler's step time, and full-ranking test HR@10 / NDCG@10 on the planted
 signal.
 
-    python benchmarks/scale.py --items 1000000 --users 300000 [--epochs 1]
+    python benchmarks/scale.py --items 1000000 --users 100000 [--epochs 1]
         [--workdir DIR] [--name scale]
 
 A large catalog needs a flat popularity (--zipf-exponent) and enough events
-per item to pass the k-core (--min-count): the defaults (300,000 users of 20
+per item to pass the k-core (--min-count): the defaults (100,000 users of 50
 events on average, skew 0.3, a 3-core) aim at about 0.8 of 10^6 items (500,000
 users of 12 events at skew 0.3 touch 972,000 items, 800,000 of them 3 times).
-They aim at under 2 hours on a 2-core, 24 GiB machine (docs/scale.md says
-what has been run); grow --users, --epochs and --beam-workers on bigger ones.
+Full ranking costs users x items, and runs three times (validation and test
+in training, then evaluate) plus batch-recommend, so users are few and their
+histories long. The defaults aim at under 2 hours on a 2-core, 24 GiB machine
+(docs/scale.md says what has been run); grow --users, --epochs and
+--beam-workers on bigger ones.
 """
 
 from __future__ import annotations
@@ -151,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog=__doc__.split("\n\n", 1)[1],
     )
     parser.add_argument("--items", type=int, default=1_000_000)
-    parser.add_argument("--users", type=int, default=300_000)
-    parser.add_argument("--mean-length", type=float, default=20.0)
+    parser.add_argument("--users", type=int, default=100_000)
+    parser.add_argument("--mean-length", type=float, default=50.0)
     parser.add_argument("--zipf-exponent", type=float, default=0.3)
     parser.add_argument(
         "--min-count", type=int, default=3, help="k of the k-core (preprocess)."
@@ -337,7 +340,7 @@ def command_line(args) -> str:
         str(args.epochs),
     ]
     defaults = {
-        "mean_length": 20.0,
+        "mean_length": 50.0,
         "zipf_exponent": 0.3,
         "min_count": 3,
         "requests": 400,
