@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import shutil
 import socket
 import subprocess
@@ -147,7 +148,7 @@ def histories_of(data: str, count: int) -> list[list[str]]:
     return histories
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -179,8 +180,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="Where the stages write (default: a temporary dir, removed).",
     )
+    parser.add_argument(
+        "--genni-flags",
+        default="",
+        help="More `genni train` flags for the GenNi run, e.g. '--max-candidates 0' "
+        "(the exact draw) or '--preset paper' (one flag alone: --genni-flags=--pack).",
+    )
     parser.add_argument("--name", default="scale", help="Results file name.")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     own = args.workdir is None
     work = tempfile.mkdtemp(prefix="genni_scale_") if own else args.workdir
@@ -241,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         trained = {}
         for sampler, flags in (
             ("uniform", ["--preset", "paper", "--sampler", "uniform"]),
-            ("genni", []),
+            ("genni", shlex.split(args.genni_flags)),
         ):
             out = os.path.join(runs, sampler)
             shutil.rmtree(out, ignore_errors=True)
@@ -348,6 +359,8 @@ def command_line(args) -> str:
     for name, default in defaults.items():
         if getattr(args, name) != default:
             words += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    if args.genni_flags:
+        words += ["--genni-flags", args.genni_flags]
     if args.concurrency != [1, 8]:
         words += ["--concurrency", *map(str, args.concurrency)]
     return shell_line(words)

@@ -64,3 +64,13 @@ def test_the_table_names_every_stage_and_the_slowest():
     assert "| genni | 12 | 1.2 | 2 | 50.00 | 30.00 |" in text
     assert "| rest_c1 | 1.0 | 2.0 | 0 |" in text
     assert "Command: `python benchmarks/scale.py --items 5`" in text
+
+
+def test_the_recorded_command_names_what_differs_from_the_defaults():
+    args = scale.build_parser().parse_args(
+        ["--items", "10", "--users", "5", "--genni-flags", "--max-candidates 0"]
+    )
+    assert scale.command_line(args) == (
+        "python benchmarks/scale.py --items 10 --users 5 --epochs 1 "
+        "--genni-flags '--max-candidates 0'"
+    )
