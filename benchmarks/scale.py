@@ -46,25 +46,41 @@ GENNI = [sys.executable, "-m", "genni.pipeline.cli.main"]
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_USE_LEGACY_KERAS": "1"}
 
 
+# Runs a stage's command and writes the peak RSS of its largest process. A
+# child forked from a large process (this one, once serving imported TensorFlow)
+# counts the parent's pages in its own peak, so the stage is started from this
+# small launcher, whose children's peak is then the command's own.
+LAUNCHER = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[2:])\n"
+    "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+    "open(sys.argv[1], 'w').write(str(peak))\n"
+    "sys.exit(code)\n"
+)
+
+
 def run_stage(name: str, command: list[str], log_dir: str) -> dict:
     """Run one stage's command; its wall time and peak RSS (that of its
-    largest process: `wait4` reports the child and the descendants it waited
-    for). Raises with the log's tail if the command fails."""
+    largest process, the descendants it waited for included). Raises with the
+    log's tail if the command fails."""
     log_path = os.path.join(log_dir, f"{name}.log")
+    peak_path = os.path.join(log_dir, f"{name}.peak_kib")
     print(f"  {name}: {shown(command)}", flush=True)
     start = time.perf_counter()
     with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=os.environ | QUIET_ENV
+        code = subprocess.call(
+            [sys.executable, "-c", LAUNCHER, peak_path, *command],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=os.environ | QUIET_ENV,
         )
-        _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
     if code:
         with open(log_path) as f:
             tail = f.read()[-3000:]
         raise RuntimeError(f"Stage {name} failed ({code}); its log ends:\n{tail}")
-    peak = usage.ru_maxrss * 1024 / GIB
+    with open(peak_path) as f:
+        peak = int(f.read()) * 1024 / GIB
     print(f"    {seconds:.1f} s, peak {peak:.2f} GiB", flush=True)
     return {"stage": name, "seconds": seconds, "peak_rss_gib": peak}
 
