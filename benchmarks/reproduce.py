@@ -130,7 +130,10 @@ def run_variant(
     )
     print(f"Training {output}")
     resume = os.path.exists(os.path.join(output, train.CONFIG_FILE))
-    return train.train(config, resume=resume, verbose=0)
+    # Named, as a reused run is, so that --archive keeps it too.
+    return train.train(config, resume=resume, verbose=0) | {
+        "run": os.path.basename(output)
+    }
 
 
 def finished_twin(runs_dir: str, config: TrainConfig) -> str | None:
