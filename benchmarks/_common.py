@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import platform
+import socket
 import sys
 from pathlib import Path
 
@@ -49,6 +50,13 @@ def beauty_data(tmp: str, *, attributes: bool = False, synthetic: bool = False) 
         PreprocessConfig(input=str(source), output=out, item_attributes=item_attributes)
     )
     return out
+
+
+def free_port() -> int:
+    """A free local TCP port (for a `genni serve` the benchmark starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def mean_std(values: list[float], plus_minus: str = "±") -> str:

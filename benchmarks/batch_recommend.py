@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import time
 import urllib.request
 
 import numpy as np
-from _common import beauty_data, publish
+from _common import beauty_data, free_port, publish
 
 from genni.components import schema
 from genni.pipeline.cli import quiet
@@ -94,12 +93,6 @@ def beam_run(config: batch.BatchConfig, args: list[str]) -> float:
     with quiet.worker_stderr_filtered():
         batch.run(config, [*args, "--default_sdk_harness_log_level=WARNING"])
     return time.perf_counter() - start
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rest_predict(port: int, histories: list[list[str]], k: int) -> list[dict]:

@@ -34,9 +34,10 @@ import tempfile
 from _common import beauty_data, machine, write_results
 
 from genni.pipeline.reproduce.commands import relative, shell_line
+from genni.pipeline.training.config import DEFAULT_MAX_CANDIDATES
 
 SIZES = (10_000, 100_000, 1_000_000)
-CAP = 16_384  # The recommended preset's max_candidates.
+CAP = DEFAULT_MAX_CANDIDATES  # The recommended preset's max_candidates.
 SMALL_CAP = 4_096
 EXACT_UP_TO = 100_000  # Beta 1 beyond: minutes per step on this CPU.
 UNIFORM = "uniform BCE k1"

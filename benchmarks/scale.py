@@ -31,14 +31,14 @@ import os
 import resource
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-from _common import machine, write_results
+from _common import free_port, machine, write_results
 
+from genni.components import schema
 from genni.pipeline.reproduce.commands import shell_line
 
 GIB = 1 << 30
@@ -90,12 +90,6 @@ def shown(command: list[str]) -> str:
     if command[: len(GENNI)] == GENNI:
         command = ["genni", *command[len(GENNI) :]]
     return shell_line(command)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def serve_stage(model_base: str, histories: list, args) -> dict:
@@ -155,7 +149,7 @@ def serve_stage(model_base: str, histories: list, args) -> dict:
 def histories_of(data: str, count: int) -> list[list[str]]:
     """Raw item-id histories of the first `count` users of `sequences.tsv`."""
     histories = []
-    with open(os.path.join(data, "sequences.tsv")) as f:
+    with open(os.path.join(data, schema.SEQUENCES_FILE)) as f:
         for line in f:
             items = line.rstrip("\n").split("\t")[1].split()
             histories.append(items[:-2][-50:] or items[:1])
@@ -263,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 logs,
             )
         )
-        with open(os.path.join(data, "stats.json")) as f:
+        with open(os.path.join(data, schema.STATS_FILE)) as f:
             stats = json.load(f)
         trained = {}
         for sampler, flags in (
@@ -320,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                     "--model",
                     model,
                     "--input",
-                    os.path.join(data, "sequences.tsv"),
+                    os.path.join(data, schema.SEQUENCES_FILE),
                     "--output",
                     os.path.join(work, "recommendations"),
                     "--overwrite",
