@@ -59,10 +59,19 @@ LAUNCHER = (
 )
 
 
-def run_stage(name: str, command: list[str], log_dir: str) -> dict:
+def run_stage(
+    name: str, command: list[str], log_dir: str, resume: bool = False
+) -> dict:
     """Run one stage's command; its wall time and peak RSS (that of its
     largest process, the descendants it waited for included). Raises with the
-    log's tail if the command fails."""
+    log's tail if the command fails. The record is kept beside the log; with
+    `resume`, a stage that has one is not run again (its record is returned)."""
+    record_path = os.path.join(log_dir, f"{name}.json")
+    if resume and finished(log_dir, name):
+        with open(record_path) as f:
+            record = json.load(f)
+        print(f"  {name}: done before, {record['seconds']:.1f} s (--resume)")
+        return record
     log_path = os.path.join(log_dir, f"{name}.log")
     peak_path = os.path.join(log_dir, f"{name}.peak_kib")
     print(f"  {name}: {shown(command)}", flush=True)
@@ -82,7 +91,15 @@ def run_stage(name: str, command: list[str], log_dir: str) -> dict:
     with open(peak_path) as f:
         peak = int(f.read()) * 1024 / GIB
     print(f"    {seconds:.1f} s, peak {peak:.2f} GiB", flush=True)
-    return {"stage": name, "seconds": seconds, "peak_rss_gib": peak}
+    record = {"stage": name, "seconds": seconds, "peak_rss_gib": peak}
+    with open(record_path, "w") as f:
+        json.dump(record, f)
+    return record
+
+
+def finished(log_dir: str, name: str) -> bool:
+    """Whether stage `name` has its record in `log_dir` (it ran to the end)."""
+    return os.path.exists(os.path.join(log_dir, f"{name}.json"))
 
 
 def shown(command: list[str]) -> str:
@@ -196,12 +213,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="More `genni train` flags for the GenNi run, e.g. '--max-candidates 0' "
         "(the exact draw) or '--preset paper' (one flag alone: --genni-flags=--pack).",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="With --workdir: keep the stages a killed run finished (their "
+        "records in WORKDIR/logs) and run the rest.",
+    )
     parser.add_argument("--name", default="scale", help="Results file name.")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.resume and args.workdir is None:
+        parser.error("--resume needs the --workdir of the run to resume.")
 
     own = args.workdir is None
     work = tempfile.mkdtemp(prefix="genni_scale_") if own else args.workdir
@@ -237,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                     str(args.zipf_exponent),
                 ],
                 logs,
+                args.resume,
             )
         )
         stages.append(
@@ -255,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                     *beam,
                 ],
                 logs,
+                args.resume,
             )
         )
         with open(os.path.join(data, schema.STATS_FILE)) as f:
@@ -265,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             ("genni", shlex.split(args.genni_flags)),
         ):
             out = os.path.join(runs, sampler)
-            shutil.rmtree(out, ignore_errors=True)
+            if not (args.resume and finished(logs, f"train_{sampler}")):
+                shutil.rmtree(out, ignore_errors=True)
             stages.append(
                 run_stage(
                     f"train_{sampler}",
@@ -283,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                         *flags,
                     ],
                     logs,
+                    args.resume,
                 )
             )
             with open(os.path.join(out, "metrics.json")) as f:
@@ -293,14 +323,17 @@ def main(argv: list[str] | None = None) -> int:
                 "evaluate",
                 [*GENNI, "evaluate", "--run", genni_run, "--split", "test", "--json"],
                 logs,
+                args.resume,
             )
         )
-        shutil.rmtree(model, ignore_errors=True)
+        if not (args.resume and finished(logs, "export")):
+            shutil.rmtree(model, ignore_errors=True)
         stages.append(
             run_stage(
                 "export",
                 [*GENNI, "export", "--run", genni_run, "--output", model],
                 logs,
+                args.resume,
             )
         )
         histories = histories_of(data, 200)
@@ -321,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
                     *beam,
                 ],
                 logs,
+                args.resume,
             )
         )
     finally:

@@ -79,3 +79,19 @@ def test_the_recorded_command_names_what_differs_from_the_defaults():
         "python benchmarks/scale.py --items 10 --users 5 --epochs 1 "
         "--genni-flags '--max-candidates 0'"
     )
+
+
+def test_resume_keeps_a_finished_stage_and_runs_an_unfinished_one(tmp_path):
+    mark = tmp_path / "ran"
+    touch = [sys.executable, "-c", f"open({str(mark)!r}, 'a').write('x')"]
+    first = scale.run_stage("done", touch, str(tmp_path))
+    again = scale.run_stage("done", touch, str(tmp_path), resume=True)
+    assert again == first and mark.read_text() == "x"  # Not run twice.
+    scale.run_stage("done", touch, str(tmp_path))  # Without --resume it runs.
+    assert mark.read_text() == "xx"
+    assert not scale.finished(str(tmp_path), "other")
+
+
+def test_resume_needs_the_workdir_of_the_run():
+    with pytest.raises(SystemExit):
+        scale.main(["--resume"])
