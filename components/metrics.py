@@ -101,6 +101,86 @@ def target_ranks(
     return tf.where(last, tf.shape(scores, out_type=tf.int64)[1], count)
 
 
+def chunked_target_ranks(
+    queries: tf.Tensor,
+    items: tf.Tensor,
+    targets: tf.Tensor,
+    history: tf.RaggedTensor,
+    candidates: str = "new",
+    chunk_size: int = 8192,
+) -> tf.Tensor:
+    """`target_ranks` of the scores `queries @ items^T`, items a chunk at a time.
+
+    Never holds the [B, num_items + 1] scores: each chunk of `chunk_size` items
+    is scored, compared with the target's score and counted, so memory is
+    B x chunk_size at any catalog size (full ranking over 10^6 items with
+    bounded memory, the users chunked by the caller's batches).
+
+    The same rule as `target_ranks`: the padding row is never ranked; under
+    "new" the history is not; ties and NaN scores count against the target; a
+    target left out or with a non-finite score ranks last (num_items + 1). The
+    target's score is its own dot product, and it never counts against itself.
+
+    Args:
+        queries: [B, d] query embeddings.
+        items: [num_items + 1, d] the item table (row 0: padding).
+        targets: [B] item ids.
+        history: ragged [B, None] the user's input items.
+        candidates: "new" or "all", as in `target_ranks`.
+        chunk_size: items scored at once.
+    """
+    check_candidates(candidates)
+    if chunk_size < 1:
+        raise ValueError(f"`chunk_size` must be at least 1. Got {chunk_size}.")
+    queries = tf.convert_to_tensor(queries)
+    targets = tf.cast(targets, tf.int64)
+    history = tf.cast(history, tf.int64)
+    batch = tf.shape(queries, out_type=tf.int64)[0]
+    num_rows = tf.shape(items, out_type=tf.int64)[0]
+    target_scores = tf.reduce_sum(queries * tf.gather(items, targets), axis=1)
+    # The (user, item) pairs that are not ranked against the target, once
+    # each: the target itself and, under "new", the history.
+    rows, excluded = tf.range(batch), targets
+    if candidates == "new":
+        rows = tf.concat([rows, tf.cast(history.value_rowids(), tf.int64)], 0)
+        excluded = tf.concat([excluded, history.flat_values], 0)
+    pairs, _ = tf.unique(rows * num_rows + excluded)
+    pairs = tf.boolean_mask(pairs, pairs % num_rows > 0)  # Padding: never ranked.
+    rows, excluded = pairs // num_rows, pairs % num_rows
+
+    def count_chunk(start, count):
+        # Items of the chunk at or above the target's score (or NaN) are
+        # those not below it; the excluded ones among them are taken back.
+        stop = tf.minimum(start + chunk_size, num_rows)
+        scores = tf.matmul(queries, items[start:stop], transpose_b=True)  # [B, C]
+        below = scores < target_scores[:, None]
+        count += (stop - start) - tf.cast(
+            tf.reduce_sum(tf.cast(below, tf.int32), axis=1), tf.int64
+        )
+        inside = tf.logical_and(excluded >= start, excluded < stop)
+        where = tf.stack(
+            [tf.boolean_mask(rows, inside), tf.boolean_mask(excluded, inside) - start],
+            axis=1,
+        )
+        ahead = tf.logical_not(tf.gather_nd(below, where))
+        count -= tf.math.unsorted_segment_sum(
+            tf.cast(ahead, tf.int64), where[:, 0], batch
+        )
+        return stop, count
+
+    _, count = tf.while_loop(
+        lambda start, _: start < num_rows,
+        count_chunk,
+        (tf.constant(1, tf.int64), tf.zeros([batch], tf.int64)),
+    )
+    if candidates == "new":
+        left_out = in_history(targets, history)
+    else:
+        left_out = tf.equal(targets, 0)
+    last = tf.logical_or(left_out, tf.logical_not(tf.math.is_finite(target_scores)))
+    return tf.where(last, num_rows, count)
+
+
 def ranking_metrics(ranks: tf.Tensor, ks=DEFAULT_KS) -> dict[str, tf.Tensor]:
     """Per-user HR@k, NDCG@k and MRR from 0-based ranks ([B] each)."""
     ranks = tf.cast(ranks, tf.float32)

@@ -5,6 +5,7 @@ import tensorflow as tf
 from genni.components.metrics import (
     CANDIDATES,
     RankingAccumulator,
+    chunked_target_ranks,
     metrics_consistent,
     ndcg_gap_bounds,
     ranking_metrics,
@@ -66,6 +67,63 @@ def test_ranks_match_the_item_by_item_oracle(seed, candidates):
     np.testing.assert_array_equal(
         got, numpy_ranks(scores, targets, histories, candidates)
     )
+
+
+def _ragged(histories):
+    return tf.RaggedTensor.from_row_lengths(
+        tf.constant([i for h in histories for i in h], tf.int64),
+        [len(h) for h in histories],
+    )
+
+
+@pytest.mark.parametrize("candidates", CANDIDATES)
+@pytest.mark.parametrize("chunk_size", [1, 7, 31, 1000])
+def test_chunked_ranks_are_the_full_matrix_ranks(chunk_size, candidates):
+    # Small integers: every dot product is exact in any summation order, so the
+    # chunked ranks must equal the oracle's on the full matrix exactly, ties,
+    # non-finite scores, repeated history items and repeated targets included.
+    rng = np.random.default_rng(chunk_size)
+    batch, items, dim = 24, 30, 3
+    queries = rng.integers(1, 4, size=(batch, dim)).astype(np.float32)
+    table = rng.integers(-2, 3, size=(items + 1, dim)).astype(np.float32)
+    table[6] = table[5]  # Ties.
+    table[7, 0], table[8, 1], table[9, 2] = np.nan, np.inf, -np.inf
+    targets = rng.integers(1, items + 1, size=batch)
+    targets[:3] = [7, 8, 9]  # Non-finite target scores.
+    histories = [
+        [int(i) for i in rng.integers(1, items + 1, size=rng.integers(0, 6))]
+        for _ in range(batch)
+    ]
+    histories[3] += histories[3][:1] * 2 + [7]  # Repeats, a NaN item seen.
+    for row in range(0, batch, 5):
+        histories[row].append(int(targets[row]))
+    got = chunked_target_ranks(
+        tf.constant(queries),
+        tf.constant(table),
+        tf.constant(targets),
+        _ragged(histories),
+        candidates,
+        chunk_size,
+    ).numpy()
+    expected = numpy_ranks(queries @ table.T, targets, histories, candidates)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(
+        got, _ranks(queries @ table.T, targets, histories, candidates)
+    )
+
+
+def test_chunked_ranks_run_in_a_graph_and_check_the_chunk():
+    queries, table = tf.ones([2, 2]), tf.constant([[0.0, 0], [1, 1], [2, 2], [0, 0]])
+    ranks = tf.function(chunked_target_ranks)(
+        queries, table, tf.constant([1, 3]), _ragged([[], [1, 2]]), "new", 2
+    )
+    np.testing.assert_array_equal(
+        ranks.numpy(), [1, 0]
+    )  # Item 2 is ahead of 1; 3 leads once 1, 2 are seen.
+    with pytest.raises(ValueError, match="chunk_size"):
+        chunked_target_ranks(
+            queries, table, tf.constant([1, 3]), _ragged([[], []]), "new", 0
+        )
 
 
 def test_non_finite_scores_never_win():

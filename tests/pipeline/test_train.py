@@ -64,14 +64,14 @@ def test_tiny_training_beats_a_random_ranking(dataset, tmp_path, monkeypatch):
     again, _ = train.evaluate(str(tmp_path / "run"), None, "test")
     for name, value in result["test"].items():
         assert again[name] == pytest.approx(value, abs=1e-6)
-    # A catalog too large for 512 users' scores is ranked 3 users at a time,
-    # with the same result.
+    # Items ranked 3 at a time give the same result (the chunks bound memory).
     from genni.pipeline.training import evaluate
 
-    assert evaluate.eval_batch_size(1000) == 512
+    assert evaluate.eval_chunk_size() == 2048  # 512 users x 2,048: 4 MiB.
+    assert evaluate.eval_batch_size(1000) == 512  # The SavedModel's batches.
     assert evaluate.eval_batch_size(10**6) == 33  # 128 MiB of scores.
-    monkeypatch.setattr(evaluate, "MAX_EVAL_SCORES", 3 * (stats["items"] + 1) + 2)
-    assert evaluate.eval_batch_size(stats["items"]) == 3
+    monkeypatch.setattr(evaluate, "EVAL_CHUNK_SCORES", 3 * evaluate.EVAL_BATCH_SIZE)
+    assert evaluate.eval_chunk_size() == 3
     small, _ = train.evaluate(str(tmp_path / "run"), None, "test")
     for name, value in result["test"].items():
         assert small[name] == pytest.approx(value, abs=1e-6)
