@@ -70,7 +70,6 @@ class Evaluator:
 
     def __call__(self, model: SequentialRetrievalModel) -> dict[str, float]:
         if self._ranks is None:
-
             chunk_size = eval_chunk_size()
 
             @tf.function(reduce_retracing=True)
