@@ -13,7 +13,7 @@ COPY genni ./genni
 COPY pipeline ./pipeline
 COPY models ./models
 COPY components ./components
-RUN pip install .
+RUN pip install '.[ann]'
 
 ENTRYPOINT ["genni"]
 CMD ["--help"]

@@ -33,6 +33,8 @@ INSTALL_REQUIRES = [
 
 EXTRAS_REQUIRE = {
     "dev": ["pytest>=8", "ruff>=0.6"],
+    # Approximate top-K for large catalogs (`genni ann-index`, `serve --ann`).
+    "ann": ["faiss-cpu==1.15.1"],
     # Runners beyond the DirectRunner.
     "gcp": ["apache-beam[gcp]==2.77.0"],
     # The same TensorFlow with CUDA 12 and cuDNN 9 as wheels (NVIDIA GPUs).

@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     training.add_tune(commands)
     serving.add_export(commands)
     serving.add_serve(commands)
+    serving.add_ann_index(commands)
     serving.add_recommend(commands)
     serving.add_batch_recommend(commands)
     data.add_stats(commands)

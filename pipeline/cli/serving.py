@@ -64,6 +64,7 @@ def _serve(args: argparse.Namespace, extra: list[str]) -> int:
         host=args.host,
         rest_port=args.rest_port,
         grpc_port=args.grpc_port,
+        ann=args.ann,
     ).start()
     for version, why in sorted(server.repository.refused.items()):
         print(f"Skipped version {version}: {why}", file=sys.stderr)
@@ -71,7 +72,9 @@ def _serve(args: argparse.Namespace, extra: list[str]) -> int:
         f"Serving {args.model_name} version {server.repository.served.version} "
         f"from {args.model_base_path}: REST "
         f"http://{args.host}:{server.rest_port}/v1/models/{args.model_name}, gRPC "
-        f"{args.host}:{server.grpc_port}. Ctrl-C stops.",
+        f"{args.host}:{server.grpc_port}"
+        + (", top-K from the ANN index" if args.ann else "")
+        + ". Ctrl-C stops.",
         flush=True,
     )
     server.wait()
@@ -184,7 +187,54 @@ def add_serve(commands) -> None:
     p.add_argument("--rest-port", type=int, default=8501)
     p.add_argument("--grpc-port", type=int, default=8500)
     p.add_argument("--host", default="127.0.0.1", help="Bind address (default local).")
+    p.add_argument(
+        "--ann",
+        action="store_true",
+        help="Answer serving_default and top_k from each version's approximate "
+        "nearest-neighbour index (`genni ann-index`) instead of brute force: for "
+        "catalogs so large that brute force is too slow. Needs faiss.",
+    )
     p.set_defaults(handler=_serve)
+
+
+def _ann_index(args: argparse.Namespace, extra: list[str]) -> int:
+    from genni.pipeline.serving import ann
+
+    ann.build(args.model, args.kind, args.nlist, args.nprobe, args.seed)
+    return 0
+
+
+def add_ann_index(commands) -> None:
+    p = commands.add_parser(
+        "ann-index",
+        help="Build an approximate top-K index (faiss) into an export.",
+        description="Build a faiss index over an export's item table into its "
+        "assets.extra/ann/ (TF Serving ignores it), for `genni serve --ann`. The "
+        "query is the export's user_embedding signature; the score is the model's "
+        "own (inner product).",
+    )
+    p.add_argument(
+        "--model", required=True, help="One export version: MODEL_BASE/<version>."
+    )
+    p.add_argument(
+        "--kind",
+        default="ivf",
+        choices=("ivf", "hnsw"),
+        help="ivf: k-means clusters, quick to build (default); hnsw: a graph, "
+        "better recall, slower to build.",
+    )
+    p.add_argument(
+        "--nlist", type=int, default=None, help="IVF clusters (default about sqrt(N))."
+    )
+    p.add_argument(
+        "--nprobe",
+        type=int,
+        default=None,
+        help="IVF clusters searched per query (default nlist / 16, at least 8): "
+        "more is slower and closer to brute force.",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=_ann_index)
 
 
 def add_recommend(commands) -> None:

@@ -25,6 +25,7 @@ every finite one (its score is returned as the lowest float32).
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 
@@ -47,6 +48,9 @@ SCORES = "scores"
 EMBEDDING = "embedding"
 NUM_RESULTS = "num_results"
 NEG_INF = float("-inf")
+# What the graph was exported with, for the tools that answer beside it
+# (`genni.pipeline.serving.ann`); TF Serving ignores assets.extra.
+SETTINGS_FILE = os.path.join("assets.extra", "genni_export.json")
 LOWEST = float(np.finfo(np.float32).min)
 
 
@@ -69,6 +73,8 @@ class ServingModule(tf.Module):
                 f"`k` must be between 1 and the {len(items)} items. Got {default_k}."
             )
         self.encoder = model.encoder
+        # The same variable under a stable name, for `genni ann-index`.
+        self.item_table = model.encoder.item_embeddings
         self.num_items = len(items)
         self.max_len = max_len
         self.default_k = default_k
@@ -204,7 +210,33 @@ def export(
             },
         )
         serving_warmup.write(staging, items)
+        write_settings(staging, module)
     return final
+
+
+def write_settings(path: str, module: ServingModule) -> None:
+    """SETTINGS_FILE of the export at `path`: its ranking rule, k and sizes."""
+    settings = {
+        "candidates": module.candidates,
+        "k": module.default_k,
+        "num_items": module.num_items,
+        "max_len": module.max_len,
+    }
+    os.makedirs(os.path.dirname(os.path.join(path, SETTINGS_FILE)), exist_ok=True)
+    with open(os.path.join(path, SETTINGS_FILE), "w", encoding="utf-8") as f:
+        json.dump(settings, f, indent=2, sort_keys=True)
+
+
+def read_settings(path: str) -> dict:
+    """The export's SETTINGS_FILE; ValueError for an export made without one."""
+    try:
+        with open(os.path.join(path, SETTINGS_FILE), encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ValueError(
+            f"{path!r} has no {SETTINGS_FILE}: export it again with this version "
+            "of `genni export`."
+        ) from None
 
 
 def reference_top_k(

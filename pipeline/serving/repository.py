@@ -125,10 +125,18 @@ def warm_up(model: tf.Module, path: str, num_items: int) -> None:
         fn(**{n: tf.constant(tf.make_ndarray(p)) for n, p in request.inputs.items()})
 
 
-def load_servable(path: str, version: int) -> Servable:
-    """Load, check and warm up the SavedModel at `path`; raises if it is unfit."""
+def load_servable(path: str, version: int, ann: bool = False) -> Servable:
+    """Load, check and warm up the SavedModel at `path`; raises if it is unfit.
+
+    `ann`: answer `serving_default` and `top_k` from the version's ANN index
+    (`genni.pipeline.serving.ann`); a version without one is unfit.
+    """
     model = tf.saved_model.load(path)
     num_items = check_genni_export(model)
+    if ann:
+        from genni.pipeline.serving.ann import AnnModel
+
+        model = AnnModel(model, path)
     defs = _signature_defs(path)
     warm_up(model, path, num_items)
     return Servable(version, model, num_items, defs)
@@ -154,9 +162,10 @@ class ModelRepository:
     version is retried only when its files change.
     """
 
-    def __init__(self, base_path: str, name: str):
+    def __init__(self, base_path: str, name: str, ann: bool = False):
         self.base_path = base_path
         self.name = name
+        self.ann = ann
         self.refused: dict[int, str] = {}
         self._refused_files: dict[int, tuple] = {}
         self._lock = threading.Lock()
@@ -199,7 +208,7 @@ class ModelRepository:
             if self._refused_files.get(version) == files:
                 continue  # Refused already, and unchanged since.
             try:
-                servable = load_servable(path, version)
+                servable = load_servable(path, version, self.ann)
             except Exception as e:  # Whatever is wrong with it, skip it.
                 self.refused[version] = f"{type(e).__name__}: {str(e)[:500]}"
                 self._refused_files[version] = files

@@ -154,6 +154,7 @@ class Server:
         workers: int = 16,
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout: float = IDLE_TIMEOUT_SECONDS,
+        ann: bool = False,
     ):
         self.host = host
         self.poll_seconds = poll_seconds
@@ -186,7 +187,7 @@ class Server:
                     f"gRPC port {grpc_port} on {host} is already in use (or cannot "
                     "be bound): stop the other server or pass another --grpc-port."
                 ) from e
-            self.repository = ModelRepository(base_path, name)
+            self.repository = ModelRepository(base_path, name, ann)
         except BaseException:
             self.http.server_close()
             self.grpc.stop(None)
