@@ -109,9 +109,32 @@ def shown(command: list[str]) -> str:
     return shell_line(command)
 
 
-def serve_stage(model_base: str, histories: list, args) -> dict:
-    """`genni serve` on the export: latency p50/p99 of REST and gRPC at each
-    concurrency, then its peak RSS (VmHWM) before it stops."""
+def top10(port: int, histories: list[list[str]]) -> list[list[str]]:
+    """The served top 10 of each history (REST, k = 10)."""
+    import http.client
+
+    answers = []
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    for start in range(0, len(histories), 100):
+        body = {"instances": [{"history": h, "k": 10} for h in histories[start:][:100]]}
+        conn.request(
+            "POST",
+            "/v1/models/genni:predict",
+            body=json.dumps(body),
+            headers={"Content-Type": "application/json"},
+        )
+        response = conn.getresponse()
+        if response.status != 200:
+            raise RuntimeError(f"{response.status} {response.read()[:300]!r}")
+        answers += [p["item_ids"] for p in json.loads(response.read())["predictions"]]
+    conn.close()
+    return answers
+
+
+def serve_stage(model_base: str, histories: list, args, ann: bool = False) -> dict:
+    """`genni serve` on the export (`--ann`: top-K from its ANN index): latency
+    p50/p99 of REST and gRPC at each concurrency, each history's top 10, then
+    its peak RSS (VmHWM) before it stops."""
     from genni.pipeline.cli import quiet
 
     quiet.configure(verbose=False)
@@ -128,8 +151,10 @@ def serve_stage(model_base: str, histories: list, args) -> dict:
         str(rest),
         "--grpc-port",
         str(grpc),
+        *(["--ann"] if ann else []),
     ]
-    print(f"  serve: {shown(command)}", flush=True)
+    name = "serve_ann" if ann else "serve"
+    print(f"  {name}: {shown(command)}", flush=True)
     start = time.perf_counter()
     server = subprocess.Popen(
         command, stdout=subprocess.PIPE, text=True, env=os.environ | QUIET_ENV
@@ -150,16 +175,18 @@ def serve_stage(model_base: str, histories: list, args) -> dict:
                     f"p99 {r['p99_ms']:.1f} ms, {r['failures']} failed",
                     flush=True,
                 )
+        answers = top10(rest, histories)
         with open(f"/proc/{server.pid}/status") as f:
             peak_kib = next(int(x.split()[1]) for x in f if x.startswith("VmHWM"))
     finally:
         server.terminate()
         server.wait(timeout=60)
     return {
-        "stage": "serve",
+        "stage": name,
         "seconds": ready,
         "peak_rss_gib": peak_kib * 1024 / GIB,
         "latency": latency,
+        "top10": answers,
     }
 
 
@@ -212,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="More `genni train` flags for the GenNi run, e.g. '--max-candidates 0' "
         "(the exact draw) or '--preset paper' (one flag alone: --genni-flags=--pack).",
+    )
+    parser.add_argument(
+        "--ann-kind",
+        default="ivf",
+        choices=("ivf", "hnsw"),
+        help="The ANN index served beside brute force (genni ann-index --kind).",
     )
     parser.add_argument(
         "--resume",
@@ -338,6 +371,25 @@ def main(argv: list[str] | None = None) -> int:
         )
         histories = histories_of(data, 200)
         stages.append(serve_stage(model, histories, args))
+        version = os.path.join(model, "1")
+        stages.append(
+            run_stage(
+                "ann_index",
+                [*GENNI, "ann-index", "--model", version, "--kind", args.ann_kind],
+                logs,
+                args.resume,
+            )
+        )
+        stages.append(serve_stage(model, histories, args, ann=True))
+        from genni.pipeline.serving import ann  # TensorFlow is loaded by now.
+
+        served = stages[-1]
+        served["recall_at_10"] = ann.recall_at_k(served["top10"], stages[-3]["top10"])
+        with open(os.path.join(version, ann.ANN_DIR, ann.META_FILE)) as f:
+            served["index"] = json.load(f)
+        print(f"    ANN recall@10 against brute force: {served['recall_at_10']:.3f}")
+        for stage in stages[-3:]:
+            stage.pop("top10", None)
         stages.append(
             run_stage(
                 "batch_recommend",
@@ -405,6 +457,8 @@ def command_line(args) -> str:
             words += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     if args.genni_flags:
         words += ["--genni-flags", args.genni_flags]
+    if args.ann_kind != "ivf":
+        words += ["--ann-kind", args.ann_kind]
     if args.concurrency != [1, 8]:
         words += ["--concurrency", *map(str, args.concurrency)]
     return shell_line(words)
@@ -438,13 +492,30 @@ def markdown(results: dict) -> str:
         f"{s['epochs_run']} | {s['test']['HR@10']:.2f} | {s['test']['NDCG@10']:.2f} |"
         for name, s in results["samplers"].items()
     ]
-    serve = next((s for s in results["stages"] if s["stage"] == "serve"), None)
-    if serve:
-        lines += ["\n| serving | p50 ms | p99 ms | failed |", "|---|---|---|---|"]
+    served = [s for s in results["stages"] if s["stage"] in ("serve", "serve_ann")]
+    if served:
         lines += [
-            f"| {k} | {v['p50_ms']:.1f} | {v['p99_ms']:.1f} | {v['failures']} |"
-            for k, v in serve["latency"].items()
+            "\n| serving | top-K | p50 ms | p99 ms | failed |",
+            "|---|---|---|---|---|",
         ]
+        for serve in served:
+            how = "ANN index" if serve["stage"] == "serve_ann" else "brute force"
+            lines += [
+                f"| {k} | {how} | {v['p50_ms']:.1f} | {v['p99_ms']:.1f} | "
+                f"{v['failures']} |"
+                for k, v in serve["latency"].items()
+            ]
+        for serve in served:
+            if "recall_at_10" in serve:
+                index = serve["index"]
+                params = ", ".join(
+                    f"{k} {index[k]}" for k in ("nlist", "nprobe", "m") if k in index
+                )
+                lines.append(
+                    f"\nANN index: {index['kind']} ({params}), built in "
+                    f"{index['build_seconds']:.0f} s; recall@10 against brute force "
+                    f"on the served histories: **{serve['recall_at_10']:.3f}**."
+                )
     lines.append(f"\nCommand: `{results['command']}`\n")
     return "\n".join(lines)
 

@@ -165,6 +165,10 @@ class AnnIndex:
                 f"`genni ann-index --model {model_dir}`."
             )
         faiss = _faiss()
+        # One thread per search: a server runs requests side by side, and
+        # OpenMP teams per request would fight over the cores (8 concurrent
+        # requests were 6x slower at p50 with them).
+        faiss.omp_set_num_threads(1)
         with open(os.path.join(model_dir, ANN_DIR, META_FILE), encoding="utf-8") as f:
             self.meta = json.load(f)
         self.index = faiss.read_index(os.path.join(model_dir, ANN_DIR, INDEX_FILE))

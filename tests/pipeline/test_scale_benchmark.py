@@ -53,6 +53,12 @@ def test_the_table_names_every_stage_and_the_slowest():
             stage("preprocess", 3.0),
             stage("train_genni", 9.0),
             dict(stage("serve", 1.0), latency={"rest_c1": latency}),
+            dict(
+                stage("serve_ann", 1.0),
+                latency={"grpc_c8": latency},
+                recall_at_10=0.9876,
+                index={"kind": "ivf", "nlist": 8, "nprobe": 2, "build_seconds": 3.0},
+            ),
         ],
         "samplers": {
             "genni": {
@@ -67,7 +73,9 @@ def test_the_table_names_every_stage_and_the_slowest():
     text = scale.markdown(results)
     assert "| preprocess | 3.0 | 0.50 |" in text and "**train_genni** (9 s)" in text
     assert "| genni | 12 | 1.2 | 2 | 50.00 | 30.00 |" in text
-    assert "| rest_c1 | 1.0 | 2.0 | 0 |" in text
+    assert "| rest_c1 | brute force | 1.0 | 2.0 | 0 |" in text
+    assert "| grpc_c8 | ANN index | 1.0 | 2.0 | 0 |" in text
+    assert "ivf (nlist 8, nprobe 2), built in 3 s" in text and "**0.988**" in text
     assert "Command: `python benchmarks/scale.py --items 5`" in text
 
 
