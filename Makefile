@@ -49,7 +49,7 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 
 test: lint
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=15 tests
 
 bench-preprocess: install
 	$(PY) benchmarks/preprocess.py
