@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logit-std", type=float, default=2.4)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--skip-steps", action="store_true")
+    parser.add_argument("--name", default="sampler_scale", help="Results file name.")
     parser.add_argument("--step-point", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--law-point", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": vars(args),
         "machine": machine(),
     }
-    write_results("sampler_scale", results, markdown(results, args))
+    write_results(args.name, results, markdown(results, args))
     return 0
 
 
@@ -274,6 +275,10 @@ def markdown(results: dict, args) -> str:
     if args.run:
         words += ["--run", relative(args.run)]
     words += ["--rounds", str(args.rounds), "--steps", str(args.steps)]
+    if list(args.sizes) != list(SIZES):
+        words += ["--sizes", *map(str, args.sizes)]
+    if args.name != "sampler_scale":
+        words += ["--name", args.name]
     lines.append(f"\nCommand: `{shell_line(words)}`\n")
     return "\n".join(lines)
 

@@ -83,6 +83,42 @@ def default_nprobe(nlist: int) -> int:
     return int(min(nlist, max(8, nlist // 16)))
 
 
+def new_index(
+    vectors: np.ndarray,
+    kind: str = "ivf",
+    nlist: int | None = None,
+    nprobe: int | None = None,
+    seed: int = 0,
+):
+    """A faiss index of `vectors` (items 1..N in order), ids 1..N, and its
+    settings. Uses every core to build; the caller sets the search threads."""
+    if kind not in KINDS:
+        raise ValueError(f"`kind` must be one of {KINDS}. Got {kind!r}.")
+    faiss = _faiss()
+    num_items, dim = vectors.shape
+    if kind == "ivf":
+        nlist = nlist or default_nlist(num_items)
+        if not 1 <= nlist <= num_items:
+            raise ValueError(f"`nlist` must be between 1 and {num_items}; got {nlist}.")
+        nprobe = nprobe or default_nprobe(nlist)
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        sample = min(num_items, nlist * IVF_POINTS_PER_CLUSTER)
+        rows = np.random.default_rng(seed).choice(num_items, sample, replace=False)
+        index.cp.seed = seed
+        index.train(vectors[np.sort(rows)])
+        index.nprobe = nprobe
+        params = {"nlist": nlist, "nprobe": nprobe}
+    else:
+        index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        index.hnsw.efSearch = HNSW_EF_SEARCH
+        params = {"m": HNSW_M, "ef_search": HNSW_EF_SEARCH}
+    index = faiss.IndexIDMap2(index)
+    index.add_with_ids(vectors, np.arange(1, num_items + 1, dtype=np.int64))
+    return index, params
+
+
 def build(
     model_dir: str,
     kind: str = "ivf",
@@ -107,24 +143,7 @@ def build(
     if not np.isfinite(vectors).all():
         raise ValueError(f"{model_dir!r}: the item table has non-finite values.")
     start = time.perf_counter()
-    if kind == "ivf":
-        nlist = nlist or default_nlist(num_items)
-        if not 1 <= nlist <= num_items:
-            raise ValueError(f"`nlist` must be between 1 and {num_items}; got {nlist}.")
-        nprobe = nprobe or default_nprobe(nlist)
-        quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        sample = min(num_items, nlist * IVF_POINTS_PER_CLUSTER)
-        rows = np.random.default_rng(seed).choice(num_items, sample, replace=False)
-        index.cp.seed = seed
-        index.train(vectors[np.sort(rows)])
-        params = {"nlist": nlist, "nprobe": nprobe}
-    else:
-        index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        params = {"m": HNSW_M, "ef_search": HNSW_EF_SEARCH}
-    index = faiss.IndexIDMap2(index)
-    index.add_with_ids(vectors, np.arange(1, num_items + 1, dtype=np.int64))
+    index, params = new_index(vectors, kind, nlist, nprobe, seed)
     seconds = time.perf_counter() - start
     meta = {
         "kind": kind,
