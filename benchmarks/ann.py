@@ -25,6 +25,7 @@ import numpy as np
 from _common import machine, write_results
 
 from genni.pipeline.cli import quiet
+from genni.pipeline.reproduce.commands import relative, shell_line
 
 
 def exact_top10(queries, table, excluded) -> np.ndarray:
@@ -140,11 +141,18 @@ def main(argv: list[str] | None = None) -> int:
         "brute_force_numpy_ms_per_user": brute_ms,
         "rows": rows,
         "machine": machine(),
-        "command": " ".join(["python", "benchmarks/ann.py", *(argv or sys.argv[1:])]),
+        "command": shell_line(
+            ["python", "benchmarks/ann.py", "--model", relative(args.model)]
+            + ["--data", relative(args.data), "--users", str(args.users)]
+            + ["--nprobe", *map(str, args.nprobe)]
+            + (["--hnsw", "--ef-search", *map(str, args.ef_search)] * args.hnsw)
+            + ["--name", args.name]
+        ),
     }
     lines = [
         "# ANN index: recall@10 against brute force, and search latency\n",
-        f"{num_items:,} items, {len(queries):,} users of {args.data}; one thread, "
+        f"{num_items:,} items, {len(queries):,} users of `{relative(args.data)}`; "
+        "one thread, "
         "one query at a time (the search alone, not the embedding).\n",
         "| index | setting | recall@10 | p50 ms | p99 ms | build s |",
         "|---|---|---|---|---|---|",

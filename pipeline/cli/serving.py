@@ -230,7 +230,7 @@ def add_ann_index(commands) -> None:
         "--nprobe",
         type=int,
         default=None,
-        help="IVF clusters searched per query (default nlist / 16, at least 8): "
+        help="IVF clusters searched per query (default nlist / 4, at least 8): "
         "more is slower and closer to brute force.",
     )
     p.add_argument("--seed", type=int, default=0)

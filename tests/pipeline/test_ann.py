@@ -67,6 +67,13 @@ def test_hnsw_finds_the_brute_force_top_10_of_a_small_catalog(exported):
     assert ann.recall_at_k(got, _brute(path, history, 10)[export.ITEM_IDS]) >= 0.95
 
 
+def test_default_ivf_settings_follow_the_catalog():
+    assert ann.default_nlist(717_168) == 847  # About sqrt(N).
+    assert ann.default_nprobe(847) == 211  # A quarter of the clusters.
+    assert ann.default_nlist(60) == 1 and ann.default_nprobe(1) == 1
+    assert ann.default_nprobe(20) == 8
+
+
 def test_recall_is_the_share_of_the_exact_top_k_found():
     exact = np.array([[b"a", b"b"], [b"c", b""]], dtype=object)
     approximate = np.array([[b"b", b"x"], [b"c", b"a"]], dtype=object)
