@@ -50,12 +50,11 @@ def measure(index, queries, excluded, exact) -> dict:
         _, ids = index.search(q[None, :], 10 + len(seen))
         times.append(time.perf_counter() - start)
         found.append([i for i in ids[0] if i > 0 and i not in seen][:10])
-    recall = np.mean(
-        [len(set(f) & set(e)) / 10 for f, e in zip(found, exact, strict=True)]
-    )
+    from genni.pipeline.serving.ann import recall_at_k
+
     ms = 1000 * np.array(times)
     return {
-        "recall_at_10": float(recall),
+        "recall_at_10": recall_at_k(found, exact, 10),
         "p50_ms": float(np.percentile(ms, 50)),
         "p99_ms": float(np.percentile(ms, 99)),
     }
