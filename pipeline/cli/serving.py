@@ -221,7 +221,7 @@ def add_ann_index(commands) -> None:
         default="ivf",
         choices=("ivf", "hnsw"),
         help="ivf: k-means clusters, quick to build (default); hnsw: a graph, "
-        "better recall, slower to build.",
+        "faster searches, slower to build (benchmarks/ann.py compares them).",
     )
     p.add_argument(
         "--nlist", type=int, default=None, help="IVF clusters (default about sqrt(N))."

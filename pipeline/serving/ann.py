@@ -25,7 +25,8 @@ and may return fewer than k items when those hold fewer; `num_results` says
 how many are real, as it does for brute force.
 
 Kinds: "ivf" (default: k-means clusters, `nlist` about sqrt(N), quick to build)
-and "hnsw" (a graph, better recall at the same latency, slower to build).
+and "hnsw" (a graph: faster searches, slower to build; on the 717k-item export
+it found less of the exact top 10 than IVF's default, see docs/scale.md).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def default_nprobe(nlist: int) -> int:
 
     On the 10^6 run's export (717k items, 847 clusters, one epoch of training;
     `benchmarks/results/ann_1e6.md`) 1/16 of them found 0.69 of the exact top
-    10, a quarter 0.94 at a search p99 of 9 ms, all of them 1.0 at 20 ms.
+    10, a quarter (211) 0.92 at a search p99 of 7 ms, all of them 1.0 at 19 ms.
     """
     return int(min(nlist, max(8, nlist // 4)))
 
