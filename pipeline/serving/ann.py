@@ -141,6 +141,11 @@ def build(
     if kind not in KINDS:
         raise ValueError(f"`kind` must be one of {KINDS}. Got {kind!r}.")
     faiss = _faiss()
+    if not os.path.exists(os.path.join(model_dir, "saved_model.pb")):
+        raise FileNotFoundError(
+            f"{model_dir!r} holds no SavedModel: pass one export version, "
+            "MODEL_BASE/<version> (e.g. models/genni/1)."
+        )
     settings = export.read_settings(model_dir)
     model = tf.saved_model.load(model_dir)
     table = item_table(model)

@@ -89,6 +89,8 @@ def test_missing_stale_or_unknown_indexes_are_clear_errors(exported, tmp_path):
         ann.AnnIndex(copy)
     with pytest.raises(ValueError, match="kind"):
         ann.build(copy, "lsh")
+    with pytest.raises(FileNotFoundError, match="MODEL_BASE/<version>"):
+        ann.build(str(tmp_path))  # The base, not a version.
     ann.build(copy, "ivf", nlist=2, log=lambda *_: None)
     meta_path = os.path.join(copy, ann.ANN_DIR, ann.META_FILE)
     with open(meta_path) as f:
