@@ -87,18 +87,25 @@ def target_ranks(
     """
     check_candidates(candidates)
     targets = tf.cast(targets, tf.int64)
-    if candidates == "new":
-        ranked = mask_seen(scores, history)
-        left_out = in_history(targets, history)
-    else:
-        ranked = mask_padding(scores)
-        left_out = tf.equal(targets, 0)
+    ranked = mask_seen(scores, history) if candidates == "new" else mask_padding(scores)
     target_scores = tf.gather(scores, targets, batch_dims=1)
     ahead = tf.logical_or(ranked >= target_scores[:, None], tf.math.is_nan(ranked))
     # The target itself is counted by `>=` (its score is finite when used).
     count = tf.reduce_sum(tf.cast(ahead, tf.int64), axis=1) - 1
+    last_rank = tf.shape(scores, out_type=tf.int64)[1]
+    return _or_last(count, targets, target_scores, history, candidates, last_rank)
+
+
+def _or_last(count, targets, target_scores, history, candidates, last_rank):
+    """`count` (items ahead), but `last_rank` for a target left out of the
+    ranking (in the history under "new"; padding under "all") or with a
+    non-finite score: the rule both rankings share."""
+    if candidates == "new":
+        left_out = in_history(targets, history)
+    else:
+        left_out = tf.equal(targets, 0)
     last = tf.logical_or(left_out, tf.logical_not(tf.math.is_finite(target_scores)))
-    return tf.where(last, tf.shape(scores, out_type=tf.int64)[1], count)
+    return tf.where(last, last_rank, count)
 
 
 def chunked_target_ranks(
@@ -176,12 +183,7 @@ def chunked_target_ranks(
         count_chunk,
         (tf.constant(1, tf.int64), tf.zeros([batch], tf.int64)),
     )
-    if candidates == "new":
-        left_out = in_history(targets, history)
-    else:
-        left_out = tf.equal(targets, 0)
-    last = tf.logical_or(left_out, tf.logical_not(tf.math.is_finite(target_scores)))
-    return tf.where(last, num_rows, count)
+    return _or_last(count, targets, target_scores, history, candidates, num_rows)
 
 
 def ranking_metrics(ranks: tf.Tensor, ks=DEFAULT_KS) -> dict[str, tf.Tensor]:

@@ -138,8 +138,6 @@ def build(
     Returns the index's metadata (also written to ANN_DIR/META_FILE). Items
     keep their ids (1..N) in the index; padding is not indexed.
     """
-    if kind not in KINDS:
-        raise ValueError(f"`kind` must be one of {KINDS}. Got {kind!r}.")
     faiss = _faiss()
     if not os.path.exists(os.path.join(model_dir, "saved_model.pb")):
         raise FileNotFoundError(
