@@ -1,8 +1,8 @@
 """Recall and latency of the ANN index against brute force, at several settings.
 
-For an export (MODEL_BASE/<version>) and the users of a dataset, computes each
-user's exact top 10 (brute force over the item table, the history left out
-under "new", as the export ranks) and then, for each IVF `nprobe` and each HNSW
+For an export (MODEL_BASE/<version>) and the users of a dataset, asks the
+export's own `top_k` signature (brute force in the graph) for each user's exact
+top 10, and then, for each IVF `nprobe` and each HNSW
 `efSearch`, the index's recall@10 and its search latency per query (one
 thread, one query at a time, as `genni serve --ann` searches).
 
@@ -28,28 +28,15 @@ from genni.pipeline.cli import quiet
 from genni.pipeline.reproduce.commands import relative, shell_line
 
 
-def exact_top10(queries, table, excluded) -> np.ndarray:
-    """[U, 10] item ids of the brute-force top 10 (padding and `excluded` out)."""
-    out = np.zeros((len(queries), 10), dtype=np.int64)
-    for start in range(0, len(queries), 256):
-        scores = queries[start : start + 256] @ table.T
-        scores[:, 0] = -np.inf
-        for row, seen in enumerate(excluded[start : start + 256]):
-            scores[row, list(seen)] = -np.inf
-        top = np.argpartition(-scores, 10, axis=1)[:, :10]
-        order = np.argsort(-np.take_along_axis(scores, top, 1), axis=1)
-        out[start : start + 256] = np.take_along_axis(top, order, 1)
-    return out
-
-
-def measure(index, queries, excluded, exact) -> dict:
-    """Recall@10 and per-query latency of `index` (ids 1..N), one at a time."""
+def measure(index, queries, excluded, exact, strings) -> dict:
+    """Recall@10 against `exact` (item-id strings) and per-query latency of
+    `index` (ids 1..N, named by `strings`), one query at a time."""
     times, found = [], []
     for q, seen in zip(queries, excluded, strict=True):
         start = time.perf_counter()
         _, ids = index.search(q[None, :], 10 + len(seen))
         times.append(time.perf_counter() - start)
-        found.append([i for i in ids[0] if i > 0 and i not in seen][:10])
+        found.append([strings[i] for i in ids[0] if i > 0 and i not in seen][:10])
     from genni.pipeline.serving.ann import recall_at_k
 
     ms = 1000 * np.array(times)
@@ -91,23 +78,27 @@ def main(argv: list[str] | None = None) -> int:
     ids = {s: i for i, s in enumerate(model.item_strings.numpy().tolist()) if i}
     histories = histories_of(args.data, args.users)
     embed = model.signatures[export.SIGNATURE_EMBEDDING]
-    queries = []
+    top_k = model.signatures[export.SIGNATURE_TOP_K]
+    queries, exact, brute = [], [], 0.0
     for start in range(0, len(histories), 256):
         rows = histories[start : start + 256]
         width = max(map(len, rows))
         batch = np.array([r + [""] * (width - len(r)) for r in rows], dtype=object)
-        out = embed(history=tf.constant(batch, dtype=tf.string))
-        queries.append(out[export.EMBEDDING].numpy())
+        history = tf.constant(batch, dtype=tf.string)
+        queries.append(embed(history=history)[export.EMBEDDING].numpy())
+        begin = time.perf_counter()
+        exact.append(top_k(history=history, k=tf.constant(10))[export.ITEM_IDS].numpy())
+        brute += time.perf_counter() - begin
     queries = np.ascontiguousarray(np.concatenate(queries), dtype=np.float32)
+    exact = np.concatenate(exact)
+    strings = model.item_strings.numpy()
     excluded = [
         {ids[h.encode()] for h in row if h.encode() in ids}
         if settings["candidates"] == "new"
         else set()
         for row in histories
     ]
-    start = time.perf_counter()
-    exact = exact_top10(queries, table, excluded)
-    brute_ms = 1000 * (time.perf_counter() - start) / len(queries)
+    brute_ms = 1000 * brute / len(queries)
     vectors = table[1:]
     num_items = len(vectors)
     rows = []
@@ -128,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 name, setting = f"hnsw m {params['m']}", f"efSearch {value}"
             rows.append(
                 {"index": name, "setting": setting}
-                | measure(index, queries, excluded, exact)
+                | measure(index, queries, excluded, exact, strings)
                 | {"build_s": build}
             )
             print(rows[-1], flush=True)
@@ -137,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         "items": int(num_items),
         "users": len(queries),
         "candidates": settings["candidates"],
-        "brute_force_numpy_ms_per_user": brute_ms,
+        "brute_force_top_k_ms_per_user": brute_ms,
         "rows": rows,
         "machine": machine(),
         "command": shell_line(
