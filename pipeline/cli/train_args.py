@@ -8,6 +8,7 @@ import json
 
 from genni.pipeline.training.config import (
     CANDIDATES,
+    DEFAULT_DRAW_BUDGET,
     DEFAULT_MAX_CANDIDATES,
     DEFAULT_PRESET,
     LOSSES,
@@ -93,6 +94,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"costs the same at 10^6 items as at M. 0: no cap (default "
         f"{DEFAULT_MAX_CANDIDATES:,} in the recommended preset, none in the "
         "paper's).",
+    )
+    parser.add_argument(
+        "--draw-budget",
+        type=int,
+        default=None,
+        metavar="S",
+        help="Most scores a training step's GenNi draws compute, positions x "
+        "candidates: on long histories M is cut to the largest power of two "
+        "within S / (the mean positions of a batch), so a step's draw costs "
+        "about the same whatever the histories' length. 0: no budget "
+        f"(default {DEFAULT_DRAW_BUDGET:,} = 2^27 in the recommended preset: "
+        "M 8,192 on batches of 43+ positions a user, every item of Beauty's "
+        "and Toys'; none in the paper's).",
     )
     parser.add_argument(
         "--self-adjust-alpha",
@@ -236,6 +250,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
             values[field.name] = value
     if getattr(args, "max_candidates", None) == 0:  # Lift the preset's cap.
         values["max_candidates"] = None
+    if getattr(args, "draw_budget", None) == 0:  # And its budget.
+        values["draw_budget"] = None
     if values.get("dropout") is not None and "attention_dropout" not in values:
         values["attention_dropout"] = values["dropout"]
     if getattr(args, "preset", None):

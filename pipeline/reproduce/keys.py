@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from genni.components import schema
+from genni.components.samplers import budget
 from genni.pipeline.training import rundir
 from genni.pipeline.training.config import PretrainConfig, TrainConfig
 
@@ -33,6 +34,7 @@ LATER_SETTINGS = {
     "candidates": "new",
     "logq_correction": True,
     "max_candidates": None,
+    "draw_budget": None,
 }
 
 # What only a sampler reads: the full-softmax loss draws no negatives, so a
@@ -49,6 +51,7 @@ SAMPLER_SETTINGS = (
     "exclude_seen",
     "max_logits",
     "max_candidates",
+    "draw_budget",
 )
 
 # `genni pretrain`'s length, which pre-training names leave out.
@@ -72,7 +75,9 @@ def run_key(config: TrainConfig, fingerprint: str) -> str:
     nor its batch layout (`LAYOUT_SETTINGS`), nor, for the softmax loss, the
     settings of a sampler it does not have (`SAMPLER_SETTINGS`), nor the log Q
     correction of a loss other than the sampled softmax, nor a cap on
-    GenNi's candidates (`max_candidates`) at or above the catalog's size."""
+    GenNi's candidates (`max_candidates`) at or above the catalog's size: a
+    run is keyed by the candidates it scores, whether a cap or a
+    `draw_budget` set them."""
     if config.loss == "softmax":  # One softmax run, whatever its unused flags.
         defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
         config = dataclasses.replace(
@@ -80,7 +85,17 @@ def run_key(config: TrainConfig, fingerprint: str) -> str:
         )
     if config.loss != "sampled_softmax" and not config.logq_correction:
         config = dataclasses.replace(config, logq_correction=True)  # Unread.
-    items = _catalog_size(fingerprint)
+    stats = _stats(fingerprint)
+    items = stats.get("items")
+    if config.draw_budget is not None and _has(stats, "events", "users", "max_len"):
+        positions = budget.positions_per_step(
+            stats["events"], stats["users"], stats["max_len"], config.batch_size
+        )
+        config = dataclasses.replace(
+            config,
+            max_candidates=config.draw_candidates(items, positions),
+            draw_budget=None,
+        )
     if config.max_candidates is not None and items and items <= config.max_candidates:
         # A cap above the catalog never bites: the uncapped run's experiment.
         config = dataclasses.replace(config, max_candidates=None)
@@ -97,13 +112,18 @@ def run_key(config: TrainConfig, fingerprint: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
-def _catalog_size(fingerprint: str) -> int | None:
-    """The item count in a `data_fingerprint` (None for a dataset without
+def _stats(fingerprint: str) -> dict:
+    """The statistics in a `data_fingerprint` (none for a dataset without
     statistics, fingerprinted by its path)."""
     try:
-        return json.loads(fingerprint).get("items")
-    except (json.JSONDecodeError, AttributeError):
-        return None
+        stats = json.loads(fingerprint)
+    except json.JSONDecodeError:
+        return {}
+    return stats if isinstance(stats, dict) else {}
+
+
+def _has(stats: dict, *names: str) -> bool:
+    return all(stats.get(name) for name in names)
 
 
 def slug(values: dict, seed: int) -> str:

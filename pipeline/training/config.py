@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from genni.components.samplers import registry
+from genni.components.samplers import budget, registry
 from genni.components.samplers.registry import SamplerConfig
 from genni.models.config import SASRecConfig
 
@@ -21,6 +21,16 @@ from genni.models.config import SASRecConfig
 # Catalogs up to this size are scored whole, so the preset's Beauty and Toys
 # runs are unchanged.
 DEFAULT_MAX_CANDIDATES = 1 << 14
+
+# The recommended preset's budget of scores per training step for GenNi's
+# draws (`draw_budget`): a step of P positions scores at most this many, so M
+# is cut to the largest power of two within budget / P
+# (`genni.components.samplers.budget`). Batches of 256 users
+# hold at most 256 x 50 positions: M is 8,192 on histories of 43+ training
+# positions, 16,384 up to 32, and Beauty's and Toys' (6 a user) score every
+# item. On the 10^6 scale run's batches (43 positions a user), this CPU:
+# docs/scale.md#genni-s-step-as-the-catalog-grows.
+DEFAULT_DRAW_BUDGET = 1 << 27
 
 
 class _Settings:
@@ -97,8 +107,10 @@ class TrainConfig(_Settings):
     (popularity exponent), `exclude_seen` (the sampler never draws the
     user's items), `max_logits` (GenNi memory bound), `max_candidates` (most
     items one GenNi draw scores: beta's share of a larger catalog is cut to it,
-    so a draw costs the same at 10^6 items as at this many; None: no cap).
-    Training: `loss`
+    so a draw costs the same at 10^6 items as at this many; None: no cap),
+    `draw_budget` (most scores a step's GenNi draws compute, positions x
+    candidates: cuts `max_candidates` further on long histories; None: no
+    budget). Training: `loss`
     (`sampled_softmax`: cross-entropy over the positive and its k negatives,
     with `logq_correction` subtracting log(k Q) of each draw; see
     `genni.components.losses.sampled_softmax_loss`),
@@ -127,6 +139,7 @@ class TrainConfig(_Settings):
     exclude_seen: bool = False
     max_logits: int = 1 << 24
     max_candidates: int | None = None
+    draw_budget: int | None = None
     loss: str = "bce"
     logq_correction: bool = True
     epochs: int = 200
@@ -155,7 +168,12 @@ class TrainConfig(_Settings):
         if not 0.0 < self.beta <= 1.0:
             raise ValueError(f"`beta` must be in (0, 1]. Got {self.beta}.")
         self._positive(
-            "beta_growth", "alpha_step", "learning_rate", "beta_group", "max_candidates"
+            "beta_growth",
+            "alpha_step",
+            "learning_rate",
+            "beta_group",
+            "max_candidates",
+            "draw_budget",
         )
         generated = registry.model_generated()
         if self.sampler not in generated and (
@@ -171,12 +189,18 @@ class TrainConfig(_Settings):
         return SASRecConfig.for_dataset(info, self)
 
     def sampler_config(
-        self, epoch: int = 0, num_items: int | None = None
+        self,
+        epoch: int = 0,
+        num_items: int | None = None,
+        positions: float | None = None,
     ) -> SamplerConfig:
         """The run's sampler at `epoch` (0-based; beta follows its schedule).
 
         With `num_items` (the catalog), k is at most num_items - 1: the
         recommended preset's 64 negatives on a catalog of 40 items draw 39.
+        With `num_items` and `positions` (a training step's mean number of
+        target positions), `draw_budget` sets the candidates
+        (`draw_candidates`).
         """
         from genni.components.schedules import beta_for_epoch
 
@@ -190,9 +214,25 @@ class TrainConfig(_Settings):
             beta=beta_for_epoch(epoch, self.beta, self.beta_growth),
             beta_group=self.beta_group,
             max_logits=self.max_logits,
-            max_candidates=self.max_candidates,
+            max_candidates=self.draw_candidates(num_items, positions),
             gamma=self.gamma,
             seed=registry.sampler_seed(self.seed, 1),
+        )
+
+    def draw_candidates(
+        self, num_items: int | None = None, positions: float | None = None
+    ) -> int | None:
+        """Most items one GenNi draw scores: `max_candidates`, cut by
+        `draw_budget` to fit a step of `positions` positions over `num_items`
+        items (`budget_candidates`); None scores beta's whole share."""
+        if self.draw_budget is None or num_items is None or positions is None:
+            return self.max_candidates
+        return budget.budget_candidates(
+            self.draw_budget,
+            positions,
+            num_items,
+            cap=self.max_candidates,
+            minimum=min(self.num_negatives + 1, num_items),
         )
 
 
@@ -214,6 +254,7 @@ PRESETS: dict[str, dict] = {
         num_negatives=64,
         alpha=1.0,
         max_candidates=DEFAULT_MAX_CANDIDATES,
+        draw_budget=DEFAULT_DRAW_BUDGET,
     ),
     # The paper's SASRec_GenNi: BCE with one GenNi negative, alpha 2.5.
     "paper": dict(loss="bce", num_negatives=1, alpha=2.5),

@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from genni.components import schema
+from genni.components.samplers import budget
 
 SHUFFLE_SEED_STRIDE = 1_000_003
 
@@ -161,6 +162,13 @@ class Dataset:
             count = sum(1 for _ in self.records(schema.TRAIN))
             self.info = dataclasses.replace(self.info, num_train_examples=count)
         return self.info.num_train_examples
+
+    def positions_per_step(self, batch_size: int) -> float:
+        """Mean target positions in a training batch (`positions_per_step`)."""
+        stats = self.stats()
+        return budget.positions_per_step(
+            stats["events"], stats["users"], self.max_len, batch_size
+        )
 
     def item_counts(self) -> np.ndarray:
         """[num_items + 1] interaction counts over the training portion."""

@@ -39,7 +39,11 @@ def build_model(
         if kind.needs_item_counts and item_counts is None:
             item_counts = dataset.item_counts()
         sampler = registry.build_sampler(
-            config.sampler_config(num_items=info.num_items), info.num_items, item_counts
+            config.sampler_config(
+                num_items=info.num_items, positions=_positions(config, dataset)
+            ),
+            info.num_items,
+            item_counts,
         )
     model = SequentialRetrievalModel(
         encoder,
@@ -52,6 +56,13 @@ def build_model(
     model.compile(optimizer=tf.keras.optimizers.Adam(config.learning_rate))
     model(tf.zeros([1, info.max_len], tf.int64))  # Create the variables.
     return model
+
+
+def _positions(config: TrainConfig, dataset: Dataset) -> float | None:
+    """A training step's mean positions, when `draw_budget` needs them."""
+    if config.draw_budget is None:
+        return None
+    return dataset.positions_per_step(config.batch_size)
 
 
 def read_config(run_dir: str, data_dir: str | None = None) -> TrainConfig:

@@ -29,6 +29,7 @@ never the best one.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import statistics
@@ -241,6 +242,36 @@ def fit_epochs(
             )
 
 
+def _budget_unused(config: TrainConfig, dataset: Dataset) -> bool:
+    """Whether `draw_budget` leaves GenNi's candidates as `max_candidates` has
+    them on `dataset` (every item, for a cap at or above the catalog)."""
+    n = dataset.num_items
+    share = math.ceil(config.beta * n)
+    positions = dataset.positions_per_step(config.batch_size)
+    budgeted = config.draw_candidates(n, positions)
+    return min(share, budgeted or n) == min(share, config.max_candidates or n)
+
+
+def _say_candidates(model, config: TrainConfig, dataset: Dataset) -> None:
+    """One line on what a GenNi draw scores, when a cap or budget bites."""
+    from genni.components.samplers.genni import GenNiSampler
+
+    sampler = model.sampler
+    if not isinstance(sampler, GenNiSampler):
+        return
+    m, n = sampler.num_candidates, dataset.num_items
+    if m >= math.ceil(config.beta * n):
+        return
+    why = f"--max-candidates {config.max_candidates:,}" if config.max_candidates else ""
+    if config.draw_budget and m < (config.max_candidates or n):
+        positions = dataset.positions_per_step(config.batch_size)
+        why = (
+            f"--draw-budget {config.draw_budget:,} over {positions:,.0f} "
+            "positions a step"
+        )
+    print(f"GenNi scores {m:,} of {n:,} items per draw ({why}).", flush=True)
+
+
 def _train(
     config: TrainConfig,
     resume: bool,
@@ -262,6 +293,9 @@ def _train(
             # A cap at or above the catalog never bites: a run started before
             # the cap existed (the preset's, since) resumes under it.
             defaults["max_candidates"] = config.max_candidates
+        if config.draw_budget and _budget_unused(config, dataset):
+            # Likewise a budget that leaves the candidates as they were.
+            defaults["draw_budget"] = config.draw_budget
         state = rundir.prepare(
             config.output, config.to_dict(), resume, _initial_state(), defaults
         )
@@ -290,6 +324,8 @@ def _train(
                     f"{config.init_from}."
                 )
 
+    if verbose:
+        _say_candidates(model, config, dataset)
     valid = Evaluator(dataset, schema.VALID, config.pack, config.candidates)
     writer = (
         tf.summary.create_file_writer(os.path.join(config.output, TENSORBOARD_DIR))

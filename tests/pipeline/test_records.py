@@ -270,6 +270,21 @@ def test_a_cap_on_genni_candidates_keys_a_run_only_where_it_bites():
     assert keys.run_key(capped, "/a/path") != keys.run_key(config, "/a/path")
 
 
+def test_a_draw_budget_keys_a_run_by_the_candidates_it_leaves():
+    config = TrainConfig(data="D", output="o", max_candidates=16384)
+    budget = dataclasses.replace(config, draw_budget=1 << 27)
+    short = '{"items": 1000000, "events": 600000, "users": 100000, "max_len": 50}'
+    long = '{"items": 1000000, "events": 4600000, "users": 100000, "max_len": 50}'
+    # Short histories: M stays 16,384, the capped run's experiment.
+    assert keys.run_key(budget, short) == keys.run_key(config, short)
+    # Long ones: M 8,192, the same experiment as --max-candidates 8192.
+    m8192 = dataclasses.replace(config, max_candidates=8192)
+    assert keys.run_key(budget, long) == keys.run_key(m8192, long)
+    assert keys.run_key(budget, long) != keys.run_key(config, long)
+    # Without statistics the budget is part of the key.
+    assert keys.run_key(budget, "/a/path") != keys.run_key(config, "/a/path")
+
+
 def test_pretrainings_of_other_lengths_or_seeds_never_share_a_run_name():
     default = keys.DEFAULT_PRETRAIN_EPOCHS
     # The archived runs' names stand at the default length and own seed.

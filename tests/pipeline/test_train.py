@@ -1,5 +1,6 @@
 """`genni train` / `genni evaluate` end to end on a tiny generated dataset."""
 
+import dataclasses
 import json
 import os
 
@@ -9,6 +10,8 @@ import pytest
 from genni.pipeline.cli import main as cli
 from genni.pipeline.training import rundir, train
 from genni.pipeline.training.config import TrainConfig
+from genni.pipeline.training.data import Dataset
+from genni.pipeline.training.model import build_model
 from tests.conftest import make_dataset
 
 
@@ -172,6 +175,31 @@ def test_a_setting_added_later_resumes_when_off(dataset, tmp_path):
     with pytest.raises(ValueError, match="max_candidates"):
         below = _config(data, tmp_path / "run", epochs=1, max_candidates=10)
         train.train(below, resume=True, verbose=0)
+    # Likewise the preset's budget of scores a step: one that leaves every item
+    # scored resumes, one that cuts the candidates is another run.
+    del saved["draw_budget"]
+    path.write_text(json.dumps(saved))
+    loose = _config(data, tmp_path / "run", epochs=1, draw_budget=1 << 27)
+    train.train(loose, resume=True, verbose=0)
+    with pytest.raises(ValueError, match="draw_budget"):
+        tight = _config(data, tmp_path / "run", epochs=1, draw_budget=64)
+        train.train(tight, resume=True, verbose=0)
+
+
+def test_a_draw_budget_sets_the_candidates_genni_scores(dataset, tmp_path, capsys):
+    data, _ = dataset
+    loaded = Dataset.open(data)
+    positions = loaded.positions_per_step(_config(data, tmp_path).batch_size)
+    # The largest power of two within budget / positions, here 4.
+    config = _config(data, tmp_path / "run", draw_budget=int(4.5 * positions))
+    model = build_model(config, loaded)
+    assert model.sampler.num_candidates == 4
+    train.train(dataclasses.replace(config, epochs=1), verbose=1)
+    assert "GenNi scores 4 of" in capsys.readouterr().out
+    assert (
+        read_json(tmp_path / "run" / train.METRICS_FILE)["history"][0]["num_candidates"]
+        == 4
+    )
 
 
 def test_cli_train_with_config_file_and_flags(dataset, tmp_path, capsys):
@@ -261,6 +289,23 @@ def test_a_preset_is_overridden_by_the_config_file_and_then_by_flags(tmp_path):
     assert settings("--max-candidates", "0").max_candidates is None
     sampler = recommended.sampler_config(num_items=10**6)
     assert sampler.max_candidates == 16384
+    # Its budget of scores a step cuts M on long histories only.
+    assert recommended.draw_budget == 1 << 27 and paper.draw_budget is None
+    assert recommended.sampler_config(num_items=10**6, positions=256 * 43.4)
+    assert (
+        recommended.sampler_config(num_items=10**6, positions=256 * 43.4).max_candidates
+        == 8192
+    )
+    assert (
+        recommended.sampler_config(num_items=10**6, positions=256 * 16).max_candidates
+        == 16384
+    )
+    assert (
+        recommended.sampler_config(num_items=12_101, positions=1504).max_candidates
+        is None
+    )
+    assert settings("--draw-budget", "0").draw_budget is None
+    assert settings("--draw-budget", "1024").draw_budget == 1024
     with pytest.raises(ValueError, match="Unknown preset 'fast'"):
         file.write_text(json.dumps({"preset": "fast"}))
         settings("--config", str(file))
