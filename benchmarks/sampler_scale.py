@@ -34,11 +34,14 @@ import tempfile
 from _common import beauty_data, machine, write_results
 
 from genni.pipeline.reproduce.commands import relative, shell_line
-from genni.pipeline.training.config import DEFAULT_MAX_CANDIDATES
+from genni.pipeline.training.config import PRESETS
 
 SIZES = (10_000, 100_000, 1_000_000)
-CAP = DEFAULT_MAX_CANDIDATES  # The recommended preset's max_candidates.
+CAP = PRESETS["recommended"]["max_candidates"]  # The recommended preset's cap.
+BUDGET = PRESETS["recommended"]["draw_budget"]  # And its budget of scores a step.
 SMALL_CAP = 4_096
+CAPS = (SMALL_CAP, 8_192, CAP)  # The caps timed and whose law is measured.
+RECOMMENDED = "recommended preset (GenNi SSM k64)"
 EXACT_UP_TO = 100_000  # Beta 1 beyond: minutes per step on this CPU.
 UNIFORM = "uniform BCE k1"
 
@@ -52,11 +55,11 @@ def configs(num_items: int) -> dict[str, dict]:
     found = {UNIFORM: dict(sampler="uniform")}
     if num_items <= EXACT_UP_TO:
         found["GenNi BCE k1, beta 1"] = paper
-    found[f"GenNi BCE k1, M {SMALL_CAP:,}"] = dict(paper, max_candidates=SMALL_CAP)
-    found[f"GenNi BCE k1, M {CAP:,}"] = dict(paper, max_candidates=CAP)
-    found[f"recommended (GenNi SSM k64, M {CAP:,})"] = dict(
-        recommended, max_candidates=CAP
-    )
+    for cap in CAPS:
+        found[f"GenNi BCE k1, M {cap:,}"] = dict(paper, max_candidates=cap)
+    # The preset as `genni train` runs it: its budget sets M from the batches.
+    found[RECOMMENDED] = dict(recommended, max_candidates=CAP, draw_budget=BUDGET)
+    found[f"GenNi SSM k64, M {CAP:,}"] = dict(recommended, max_candidates=CAP)
     found["uniform SSM k64"] = dict(
         sampler="uniform", num_negatives=64, loss="sampled_softmax"
     )
@@ -66,12 +69,22 @@ def configs(num_items: int) -> dict[str, dict]:
 def step_point(data: str, num_items: int, rounds: int, steps: int) -> dict:
     """Run in a child process: Part 1 at one catalog size."""
     from genni.pipeline.reproduce import speed
+    from genni.pipeline.training.config import TrainConfig
+    from genni.pipeline.training.data import Dataset
 
     times = speed.step_times(
         data, configs(num_items), rounds, steps, verbose=False, num_items=num_items
     )
     ms = {name: 1000 * statistics.median(t) for name, t in times.items()}
-    return {"items": num_items, "ms_per_step": ms}
+    preset = TrainConfig(data=data, output="", **configs(num_items)[RECOMMENDED])
+    positions = Dataset.open(data).positions_per_step(preset.batch_size)
+    budgeted = preset.draw_candidates(num_items, positions)
+    return {
+        "items": num_items,
+        "ms_per_step": ms,
+        "positions_per_step": positions,
+        "recommended_candidates": budgeted or num_items,
+    }
 
 
 def tv_distance(logits, cap: int, draws: int) -> float:
@@ -108,7 +121,7 @@ def law_point(logits, num_items: int, args, share_of: int | None = None) -> dict
     point = {"items": num_items, "top1_prob": float(np.median(exact.max(axis=1)))}
     if share_of is not None:
         point["as_if_items"] = share_of
-    for cap in (SMALL_CAP, CAP):
+    for cap in CAPS:
         scaled = (
             cap if share_of is None else max(2, math.ceil(cap * num_items / share_of))
         )
@@ -249,25 +262,42 @@ def markdown(results: dict, args) -> str:
                 for n in names
             ]
             lines.append(f"| {point['items']:,} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"\n{RECOMMENDED}: the preset as `genni train` runs it, its budget of "
+            f"{BUDGET:,} scores a step setting M from the batches' mean positions ("
+            + "; ".join(
+                f"{p['items']:,} items: {p['positions_per_step']:,.0f} positions, "
+                f"M {p['recommended_candidates']:,}"
+                for p in results["steps"]
+                if "recommended_candidates" in p
+            )
+            + ")."
+        )
     lines += [
         "\nPart 2: total-variation distance of a draw capped at M candidates to "
         f"the exact softmax, mean over {args.queries} queries ({args.draws} draws of "
         "the other candidates' mass each); top-1: the median probability of a "
         "query's most likely item under the exact law.\n",
-        f"| scores | items | top-1 | TV, M {SMALL_CAP:,} | TV, M {CAP:,} |",
-        "|---|---|---|---|---|",
+        "| scores | items | top-1 | "
+        + " | ".join(f"TV, M {cap:,}" for cap in CAPS)
+        + " |",
+        "|---|---|---|" + "---|" * len(CAPS),
     ]
+
+    def tv_cells(p: dict) -> str:
+        return " | ".join(
+            f"{p[f'tv_M{cap}']:.3f}" if f"tv_M{cap}" in p else "-" for cap in CAPS
+        )
+
     for p in results["law_gaussian"]:
         lines.append(
             f"| Gaussian, logit std {args.logit_std} | {p['items']:,} | "
-            f"{p['top1_prob']:.3f} | {p[f'tv_M{SMALL_CAP}']:.3f} | "
-            f"{p[f'tv_M{CAP}']:.3f} |"
+            f"{p['top1_prob']:.3f} | {tv_cells(p)} |"
         )
     for p in results["law_run"]:
         lines.append(
             f"| trained run, the share M / N of {p['as_if_items']:,} items | "
-            f"{p['items']:,} | {p['top1_prob']:.3f} | {p[f'tv_M{SMALL_CAP}']:.3f} | "
-            f"{p[f'tv_M{CAP}']:.3f} |"
+            f"{p['items']:,} | {p['top1_prob']:.3f} | {tv_cells(p)} |"
         )
     words = ["python", "benchmarks/sampler_scale.py"]
     if args.data:
