@@ -239,15 +239,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def markdown(results: dict, args) -> str:
-    lines = [
-        "# GenNi as the catalog grows\n",
-        f"Part 1: ms per training step (packed batches of "
-        f"`{relative(results['data'] or '-')}`, "
-        f"batch 256, d 64, the catalog grown to each size), median of "
-        f"{args.rounds} side-by-side rounds of {args.steps} steps, "
-        f"{machine()['cpus']} CPUs; ratio to uniform BCE in brackets.\n",
-    ]
+    lines = ["# GenNi as the catalog grows\n"]
     if results["steps"]:
+        lines.append(
+            f"Part 1: ms per training step (packed batches of "
+            f"`{relative(results['data'] or '-')}`, "
+            f"batch 256, d 64, the catalog grown to each size), median of "
+            f"{args.rounds} side-by-side rounds of {args.steps} steps, "
+            f"{machine()['cpus']} CPUs; ratio to uniform BCE in brackets.\n"
+        )
         names = list(results["steps"][-1]["ms_per_step"])
         for point in results["steps"]:
             names += [n for n in point["ms_per_step"] if n not in names]
@@ -304,7 +304,10 @@ def markdown(results: dict, args) -> str:
         words += ["--data", relative(args.data)]
     if args.run:
         words += ["--run", relative(args.run)]
-    words += ["--rounds", str(args.rounds), "--steps", str(args.steps)]
+    if args.skip_steps:
+        words.append("--skip-steps")
+    else:
+        words += ["--rounds", str(args.rounds), "--steps", str(args.steps)]
     if list(args.sizes) != list(SIZES):
         words += ["--sizes", *map(str, args.sizes)]
     if args.name != "sampler_scale":
