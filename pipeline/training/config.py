@@ -13,23 +13,16 @@ from genni.components.samplers.registry import SamplerConfig
 from genni.models.config import SASRecConfig
 
 # The recommended preset's cap on the items one GenNi draw scores
-# (`max_candidates`). Beauty's packed batches over a catalog of 10^6 items, on
-# this 2-core CPU beside other work (benchmarks/results/sampler_scale.md): a
-# step of the preset cost 2.06x a uniform BCE step, 1.38x a uniform sampled
-# softmax with as many negatives; the paper's BCE with k = 1 cost 1.71x (1.33x
-# at 4,096), where beta 1 was out of reach (9.5x already at 10^5 items).
-# Catalogs up to this size are scored whole, so the preset's Beauty and Toys
-# runs are unchanged.
-DEFAULT_MAX_CANDIDATES = 1 << 14
-
-# The recommended preset's budget of scores per training step for GenNi's
-# draws (`draw_budget`): a step of P positions scores at most this many, so M
+# (`max_candidates`), and its budget of scores per training step for the
+# draws (`draw_budget`): a step of P positions scores at most that many, so M
 # is cut to the largest power of two within budget / P
-# (`genni.components.samplers.budget`). Batches of 256 users
-# hold at most 256 x 50 positions: M is 8,192 on histories of 43+ training
-# positions, 16,384 up to 32, and Beauty's and Toys' (6 a user) score every
-# item. On the 10^6 scale run's batches (43 positions a user), this CPU:
-# docs/scale.md#genni-s-step-as-the-catalog-grows.
+# (`genni.components.samplers.budget`). Batches of 256 users hold at most
+# 256 x 50 positions: M is 16,384 up to 32 training positions a user, 8,192
+# beyond; Beauty's and Toys' catalogs are scored whole. At 10^6 items, the
+# machine alone (benchmarks/results/sampler_scale_budget*.md), the paper's BCE
+# with k = 1 then costs 1.64x a uniform BCE step on 46-item histories (2.19x at
+# a fixed 16,384) and 1.53x on Beauty's; beta 1 was 9.5x already at 10^5.
+DEFAULT_MAX_CANDIDATES = 1 << 14
 DEFAULT_DRAW_BUDGET = 1 << 27
 
 
@@ -247,8 +240,9 @@ PRESETS: dict[str, dict] = {
     # against the paper preset's 8.81 / 5.29 and 9.39 / 5.77; a training step
     # costs 1.79x the paper's packed, 1.43x unpacked
     # (docs/reproduction.md#beyond-the-paper). GenNi scores at most 16,384
-    # items per draw (`DEFAULT_MAX_CANDIDATES`; all of Beauty's and Toys'), so
-    # that its cost stops growing with the catalog.
+    # items per draw (`DEFAULT_MAX_CANDIDATES`; all of Beauty's and Toys'), and
+    # fewer on long histories (`DEFAULT_DRAW_BUDGET`), so that its cost stops
+    # growing with the catalog and the histories.
     "recommended": dict(
         loss="sampled_softmax",
         num_negatives=64,
