@@ -121,9 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", required=True, help="Results file name.")
     parser.add_argument("--title", default=None, help="Heading of the table.")
     args = parser.parse_args(argv)
-    missing = [
-        r for r in args.runs if not os.path.exists(os.path.join(r, "config.json"))
-    ]
+    missing = [r for r in args.runs if not rundir.started(r)]
     if missing:
         print(f"Not runs of `genni train`: {', '.join(missing)}", file=sys.stderr)
         return 2

@@ -94,7 +94,7 @@ def train_preset(data: str, workdir: str, tag: str, name: str, seed: int, args) 
         **preset(name),
     )
     print(f"Training {output}", flush=True)
-    resume = os.path.exists(os.path.join(output, rundir.CONFIG_FILE))
+    resume = rundir.started(output)
     return train.train(config, resume=resume, verbose=0)
 
 

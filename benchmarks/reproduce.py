@@ -30,7 +30,7 @@ from genni.pipeline.reproduce import keys, records
 from genni.pipeline.reproduce.commands import relative, shell_line
 from genni.pipeline.reproduce.paper import METRICS, PAPER
 from genni.pipeline.reproduce.sections import inconsistent_row_note
-from genni.pipeline.training import train
+from genni.pipeline.training import rundir, train
 from genni.pipeline.training.config import DEFAULT_ALPHA_STEP, TrainConfig
 
 # GenNi's negatives under the corrected sampled softmax, k = 64, alpha 1: the
@@ -129,7 +129,7 @@ def run_variant(
         **VARIANTS[variant],
     )
     print(f"Training {output}")
-    resume = os.path.exists(os.path.join(output, train.CONFIG_FILE))
+    resume = rundir.started(output)
     # Named, as a reused run is, so that --archive keeps it too.
     return train.train(config, resume=resume, verbose=0) | {
         "run": os.path.basename(output)
@@ -162,7 +162,7 @@ def pretrained(data: str, runs_dir: str, dataset: str, seed: int, epochs: int) -
             if json.load(f)["epoch"] >= epochs:
                 return output
     print(f"Pre-training {output}")
-    resume = os.path.exists(os.path.join(output, pretrain.CONFIG_FILE))
+    resume = rundir.started(output)
     config = PretrainConfig(data=data, output=output, epochs=epochs, seed=seed)
     pretrain.pretrain(config, resume=resume, verbose=0)
     return output

@@ -207,7 +207,7 @@ def step_train(config: dict, data: str, tuned: dict, log) -> str:
         run_dir = os.path.join(
             runs_dir, keys.run_name(probe.to_dict(), probe.seed, key)
         )
-    resume = os.path.exists(os.path.join(run_dir, rundir.CONFIG_FILE))
+    resume = rundir.started(run_dir)
     log(f"train: {'resuming' if resume else 'training'} {run_dir}")
     run = TrainConfig.from_dict({**probe.to_dict(), "output": run_dir})
     train.train(run, resume=resume, verbose=0)

@@ -264,7 +264,7 @@ def restore_runs(archive: str, runs_dir: str, data: str) -> list[str]:
             )
         settings = dataclasses.replace(config, data=data, output=output).to_dict()
         os.makedirs(output, exist_ok=True)
-        if not os.path.exists(os.path.join(output, rundir.CONFIG_FILE)):
+        if not rundir.started(output):
             rundir.write_json(os.path.join(output, rundir.CONFIG_FILE), settings)
         restored = {k: v for k, v in metrics.items() if k != ARCHIVE_DATASET}
         rundir.write_json(

@@ -69,7 +69,7 @@ def run_grid(
         return os.path.exists(os.path.join(run_dir, train.METRICS_FILE))
 
     def started(run_dir: str) -> bool:
-        return os.path.exists(os.path.join(run_dir, train.CONFIG_FILE))
+        return rundir.started(run_dir)
 
     def results() -> dict[str, dict]:
         return {

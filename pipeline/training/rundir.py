@@ -64,6 +64,12 @@ def claim(output: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def started(output: str) -> bool:
+    """Whether a run (a training or a pre-training) was started in `output`:
+    its `config.json` exists, so it is continued with resume, not restarted."""
+    return os.path.exists(os.path.join(output, CONFIG_FILE))
+
+
 def write_json(path: str, value: object) -> None:
     """Write JSON atomically (a killed run never leaves half a file, and
     processes writing the same file never share a temporary one)."""

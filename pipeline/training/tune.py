@@ -22,7 +22,7 @@ import keras_tuner as kt
 
 from genni.components.samplers import registry
 from genni.pipeline.training import config as configs
-from genni.pipeline.training import train
+from genni.pipeline.training import rundir, train
 from genni.pipeline.training.config import TrainConfig
 
 OBJECTIVE = "NDCG@10"
@@ -209,7 +209,7 @@ class GenNiTuner(kt.Tuner):
             config = dataclasses.replace(config, epochs=int(hp.values["tuner/epochs"]))
         output = os.path.join(self.project_dir, TRIALS_DIR, trial.trial_id)
         config = dataclasses.replace(config, output=output)
-        resume = os.path.exists(os.path.join(output, train.CONFIG_FILE))
+        resume = rundir.started(output)
         start = time.perf_counter()
         result = train.train(config, resume=resume, verbose=0)
         metrics = {
