@@ -40,6 +40,18 @@ def budget_candidates(
     return None if m >= num_items else m
 
 
+def scored_candidates(
+    num_items: int, beta: float, max_candidates: int | None, num_negatives: int
+) -> int:
+    """|V'|, the items a GenNi draw scores (`GenNiSampler.num_candidates`):
+    beta's share of the catalog, at most `max_candidates`, at least k + 1 (so
+    that a non-target exists), at most the catalog."""
+    m = math.ceil(beta * num_items)
+    if max_candidates is not None:
+        m = min(m, max_candidates)
+    return min(num_items, max(m, num_negatives + 1))
+
+
 def positions_per_step(events: int, users: int, max_len: int, batch_size: int) -> float:
     """Mean target positions in a training batch of `batch_size` users: a user
     of n events trains on n - 3 of them (the last two are held out for

@@ -29,6 +29,7 @@ import math
 
 import tensorflow as tf
 
+from genni.components.samplers import budget
 from genni.components.samplers.base import NegativeSampler
 
 DEFAULT_MAX_LOGITS = 1 << 24
@@ -205,10 +206,9 @@ class GenNiSampler(NegativeSampler):
     def num_candidates(self) -> int:
         """|V'|: items scored per batch: beta's share of the catalog, at most
         `max_candidates`, at least k + 1 (so that a non-target exists)."""
-        m = math.ceil(self._beta * self.num_items)
-        if self.max_candidates is not None:
-            m = min(m, self.max_candidates)
-        return min(self.num_items, max(m, self.num_negatives + 1))
+        return budget.scored_candidates(
+            self.num_items, self._beta, self.max_candidates, self.num_negatives
+        )
 
     @property
     def chunk_rows(self) -> int:

@@ -68,9 +68,6 @@ def run_grid(
     def finished(run_dir: str) -> bool:
         return os.path.exists(os.path.join(run_dir, train.METRICS_FILE))
 
-    def started(run_dir: str) -> bool:
-        return rundir.started(run_dir)
-
     def results() -> dict[str, dict]:
         return {
             d: rundir.read_json(os.path.join(d, train.METRICS_FILE))
@@ -87,7 +84,7 @@ def run_grid(
         )
     done = results()  # Read again only when a run finishes.
     for position in range(1, total + 1):
-        run_dir = next((d for d in todo if started(d)), None)
+        run_dir = next((d for d in todo if rundir.started(d)), None)
         if run_dir is None:
             now = first(done) if callable(first) else first
             tiers = now if isinstance(now, list) else [now]
@@ -110,7 +107,7 @@ def run_grid(
                 )
             done = results()
             continue
-        resume = started(run_dir)
+        resume = rundir.started(run_dir)
         if verbose:
             verb = "resuming" if resume else "training"
             print(

@@ -212,6 +212,15 @@ class TrainConfig(_Settings):
             seed=registry.sampler_seed(self.seed, 1),
         )
 
+    def scored_candidates(self, num_items: int, positions: float) -> int:
+        """The items the run's GenNi draw scores at its first epoch, on a
+        catalog of `num_items` and steps of `positions` positions (the
+        sampler's own rule, `scored_candidates`)."""
+        sampler = self.sampler_config(num_items=num_items, positions=positions)
+        return budget.scored_candidates(
+            num_items, sampler.beta, sampler.max_candidates, sampler.num_negatives
+        )
+
     def draw_candidates(
         self, num_items: int | None = None, positions: float | None = None
     ) -> int | None:

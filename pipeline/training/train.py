@@ -29,7 +29,7 @@ never the best one.
 from __future__ import annotations
 
 import contextlib
-import math
+import dataclasses
 import os
 import shutil
 import statistics
@@ -242,14 +242,17 @@ def fit_epochs(
             )
 
 
+def _scored(config: TrainConfig, dataset: Dataset, **changes) -> int:
+    """The items a GenNi draw of `config`, with `changes`, scores on `dataset`."""
+    config = dataclasses.replace(config, **changes)
+    positions = dataset.positions_per_step(config.batch_size)
+    return config.scored_candidates(dataset.num_items, positions)
+
+
 def _budget_unused(config: TrainConfig, dataset: Dataset) -> bool:
     """Whether `draw_budget` leaves GenNi's candidates as `max_candidates` has
     them on `dataset` (every item, for a cap at or above the catalog)."""
-    n = dataset.num_items
-    share = math.ceil(config.beta * n)
-    positions = dataset.positions_per_step(config.batch_size)
-    budgeted = config.draw_candidates(n, positions)
-    return min(share, budgeted or n) == min(share, config.max_candidates or n)
+    return _scored(config, dataset) == _scored(config, dataset, draw_budget=None)
 
 
 def _say_candidates(model, config: TrainConfig, dataset: Dataset) -> None:
@@ -260,10 +263,10 @@ def _say_candidates(model, config: TrainConfig, dataset: Dataset) -> None:
     if not isinstance(sampler, GenNiSampler):
         return
     m, n = sampler.num_candidates, dataset.num_items
-    if m >= math.ceil(config.beta * n):
+    if m >= _scored(config, dataset, max_candidates=None, draw_budget=None):
         return
     why = f"--max-candidates {config.max_candidates:,}" if config.max_candidates else ""
-    if config.draw_budget and m < (config.max_candidates or n):
+    if m < _scored(config, dataset, draw_budget=None):
         positions = dataset.positions_per_step(config.batch_size)
         why = (
             f"--draw-budget {config.draw_budget:,} over {positions:,.0f} "
