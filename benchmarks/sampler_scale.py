@@ -17,7 +17,13 @@ draws of Z' (no sampling noise of single draws). Two sources of scores:
 Gaussian embeddings with the logit spread of a trained model (std `--logit-std`,
 2.4 for the recommended preset on Beauty), at 10^4, 10^5 and 10^6 items; and,
 with `--run`, a trained run's own queries and items, at the fractions M / N of
-those sizes.
+those sizes, and at its own catalog.
+
+The two-level draw (`--clusters`, C = `default_clusters(N)`: 1,024 at 10^6
+items) is timed and measured the same way: its law, R candidates from the
+k-means clusters' masses resampled by their exact scores, is
+`law.resampled_law` over the clusters that `clusters.lloyd` finds on the same
+items.
 
     python benchmarks/sampler_scale.py [--data DIR] [--run RUN_DIR] [--rounds 3]
 """
@@ -33,6 +39,7 @@ import tempfile
 
 from _common import beauty_data, machine, write_results
 
+from genni.components.samplers.clusters import default_clusters
 from genni.pipeline.reproduce.commands import relative, shell_line
 from genni.pipeline.training.config import PRESETS
 
@@ -44,6 +51,10 @@ CAPS = (SMALL_CAP, 8_192, CAP)  # The caps timed and whose law is measured.
 RECOMMENDED = "recommended preset (GenNi SSM k64)"
 EXACT_UP_TO = 100_000  # Beta 1 beyond: minutes per step on this CPU.
 UNIFORM = "uniform BCE k1"
+# R of the two-level draws whose law is measured.
+CLUSTER_SAMPLES = (64, 256)
+# Part 2's queries, draws of the other candidates' mass, and Gaussian logit std.
+DEFAULTS = {"queries": 16, "draws": 32, "logit_std": 2.4}
 
 
 def configs(num_items: int) -> dict[str, dict]:
@@ -57,6 +68,8 @@ def configs(num_items: int) -> dict[str, dict]:
         found["GenNi BCE k1, beta 1"] = paper
     for cap in CAPS:
         found[f"GenNi BCE k1, M {cap:,}"] = dict(paper, max_candidates=cap)
+    c = default_clusters(num_items)
+    found[f"GenNi BCE k1, {c:,} clusters"] = dict(paper, clusters=c)
     # The preset as `genni train` runs it: its budget sets M from the batches.
     found[RECOMMENDED] = dict(recommended, max_candidates=CAP, draw_budget=BUDGET)
     found[f"GenNi SSM k64, M {CAP:,}"] = dict(recommended, max_candidates=CAP)
@@ -104,7 +117,29 @@ def law_gaussian(num_items: int, args) -> dict:
     items = (rng.standard_normal((num_items, d)) / np.sqrt(d)).astype(np.float32)
     queries = rng.standard_normal((args.queries, d)) * args.logit_std
     logits = queries @ items.T
-    return law_point(logits, num_items, args)
+    return law_point(logits, num_items, args) | cluster_law(queries, items, args)
+
+
+def cluster_law(queries, items, args) -> dict:
+    """TV of the two-level draw over `items` [N, d] to the exact law, for
+    queries [rows, d] with alpha in them, at each R of CLUSTER_SAMPLES."""
+    import tensorflow as tf
+
+    from genni.components.samplers import clusters, genni, law
+
+    c = default_clusters(len(items))
+    table = tf.constant(items, tf.float32)
+    seed = tf.constant([0, 1])
+    start = clusters.initial_centroids(table, c, seed)
+    centroids, assignment = clusters.lloyd(table, start, genni.INITIAL_LLOYD, seed)
+    logits = queries @ items.T
+    proposal = (queries @ centroids.numpy().T)[:, assignment.numpy()]
+    exact = law.softmax(logits)
+    point = {"clusters": c}
+    for r in CLUSTER_SAMPLES:
+        drawn = law.resampled_law(logits, proposal, r, args.draws)
+        point[f"tv_C_R{r}"] = float(law.total_variation(drawn, exact).mean())
+    return point
 
 
 def law_point(logits, num_items: int, args, share_of: int | None = None) -> dict:
@@ -144,7 +179,9 @@ def law_of_run(run: str, args) -> list[dict]:
         queries = queries[:, -1]
     items = loaded.item_embeddings.numpy()[1:]
     logits = config.alpha * queries @ items.T
-    return [law_point(logits, len(items), args, size) for size in args.sizes]
+    own = law_point(logits, len(items), args)
+    own |= cluster_law(config.alpha * queries, items, args)
+    return [law_point(logits, len(items), args, size) for size in args.sizes] + [own]
 
 
 def child(argv: list[str]) -> dict:
@@ -163,9 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", default=None, help="A trained run for Part 2.")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--queries", type=int, default=16)
-    parser.add_argument("--draws", type=int, default=32)
-    parser.add_argument("--logit-std", type=float, default=2.4)
+    parser.add_argument("--queries", type=int, default=DEFAULTS["queries"])
+    parser.add_argument("--draws", type=int, default=DEFAULTS["draws"])
+    parser.add_argument("--logit-std", type=float, default=DEFAULTS["logit_std"])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--skip-steps", action="store_true")
     parser.add_argument("--name", default="sampler_scale", help="Results file name.")
@@ -215,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                     ),
                     flush=True,
                 )
-    print("Part 2: TV distance of the capped law to the exact one")
+    print("Part 2: TV distance of the capped and two-level laws to the exact one")
     laws = []
     for size in args.sizes:
         point = child(["--law-point", str(size), *shared])
@@ -274,20 +311,27 @@ def markdown(results: dict, args) -> str:
             + ")."
         )
     lines += [
-        "\nPart 2: total-variation distance of a draw capped at M candidates to "
-        f"the exact softmax, mean over {args.queries} queries ({args.draws} draws of "
-        "the other candidates' mass each); top-1: the median probability of a "
-        "query's most likely item under the exact law.\n",
+        "\nPart 2: total-variation distance of a draw capped at M candidates, "
+        "and of the two-level draw (R candidates from C k-means clusters, "
+        "resampled by their scores), to the exact softmax, mean over "
+        f"{args.queries} queries ({args.draws} draws of the other candidates' "
+        "mass each); top-1: the median probability of a query's most likely "
+        "item under the exact law.\n",
         "| scores | items | top-1 | "
         + " | ".join(f"TV, M {cap:,}" for cap in CAPS)
+        + " | clusters C | "
+        + " | ".join(f"TV, C clusters, R {r}" for r in CLUSTER_SAMPLES)
         + " |",
-        "|---|---|---|" + "---|" * len(CAPS),
+        "|---|---|---|" + "---|" * (len(CAPS) + 1 + len(CLUSTER_SAMPLES)),
     ]
 
     def tv_cells(p: dict) -> str:
-        return " | ".join(
-            f"{p[f'tv_M{cap}']:.3f}" if f"tv_M{cap}" in p else "-" for cap in CAPS
-        )
+        keys = [f"tv_M{cap}" for cap in CAPS]
+        cells = [f"{p[key]:.3f}" if key in p else "-" for key in keys]
+        cells.append(f"{p['clusters']:,}" if "clusters" in p else "-")
+        keys = [f"tv_C_R{r}" for r in CLUSTER_SAMPLES]
+        cells += [f"{p[key]:.3f}" if key in p else "-" for key in keys]
+        return " | ".join(cells)
 
     for p in results["law_gaussian"]:
         lines.append(
@@ -295,9 +339,13 @@ def markdown(results: dict, args) -> str:
             f"{p['top1_prob']:.3f} | {tv_cells(p)} |"
         )
     for p in results["law_run"]:
+        scores = (
+            f"trained run, the share M / N of {p['as_if_items']:,} items"
+            if "as_if_items" in p
+            else "trained run, its own catalog"
+        )
         lines.append(
-            f"| trained run, the share M / N of {p['as_if_items']:,} items | "
-            f"{p['items']:,} | {p['top1_prob']:.3f} | {tv_cells(p)} |"
+            f"| {scores} | {p['items']:,} | {p['top1_prob']:.3f} | {tv_cells(p)} |"
         )
     words = ["python", "benchmarks/sampler_scale.py"]
     if args.data:
@@ -308,6 +356,9 @@ def markdown(results: dict, args) -> str:
         words.append("--skip-steps")
     else:
         words += ["--rounds", str(args.rounds), "--steps", str(args.steps)]
+    for name, default in DEFAULTS.items():
+        if getattr(args, name) != default:
+            words += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     if list(args.sizes) != list(SIZES):
         words += ["--sizes", *map(str, args.sizes)]
     if args.name != "sampler_scale":

@@ -29,11 +29,19 @@ import math
 
 import tensorflow as tf
 
-from genni.components.samplers import budget
+from genni.components.samplers import budget, clusters
 from genni.components.samplers.base import NegativeSampler
+from genni.components.samplers.registry import (
+    DEFAULT_CLUSTER_REFRESH,
+    DEFAULT_CLUSTER_SAMPLES,
+)
 
 DEFAULT_MAX_LOGITS = 1 << 24
 CDF_BLOCK = 128
+# The two-level draw's Lloyd iterations at the first clustering and at each
+# refresh (warm-started from the last centroids).
+INITIAL_LLOYD = 10
+REFRESH_LLOYD = 1
 NEG_INF = float("-inf")
 
 
@@ -144,6 +152,15 @@ class GenNiSampler(NegativeSampler):
             a larger catalog is cut to this many, a uniform subset as beta's.
         max_logits: most logits held at once (rows x candidates of one chunk).
         seed: seed of the layer's generator.
+        clusters: C, for the two-level draw (None: off; then `beta`,
+            `beta_group` and `max_candidates` do not apply). The items are
+            clustered by k-means on their embeddings (refreshed every
+            `cluster_refresh` draws); each negative is resampled from
+            `cluster_samples` candidates drawn from the clusters' masses
+            (`_cluster_draw`). Cost per position: C + `cluster_samples` scores,
+            whatever the catalog.
+        cluster_samples: R, candidates per negative of the two-level draw.
+        cluster_refresh: draws (training steps) between k-means refreshes.
 
     Example:
 
@@ -163,6 +180,9 @@ class GenNiSampler(NegativeSampler):
         beta_group: int | None = None,
         seed: int | None = None,
         max_candidates: int | None = None,
+        clusters: int | None = None,
+        cluster_samples: int = DEFAULT_CLUSTER_SAMPLES,
+        cluster_refresh: int = DEFAULT_CLUSTER_REFRESH,
         **kwargs,
     ):
         super().__init__(num_items, num_negatives, seed, **kwargs)
@@ -181,6 +201,21 @@ class GenNiSampler(NegativeSampler):
             raise ValueError(
                 f"`max_candidates` must be positive. Got {max_candidates}."
             )
+        if clusters is not None and not 2 <= clusters <= num_items:
+            raise ValueError(
+                f"`clusters` must be in [2, num_items = {num_items}]. Got {clusters}."
+            )
+        if cluster_samples < 1:
+            raise ValueError(
+                f"`cluster_samples` must be positive. Got {cluster_samples}."
+            )
+        if cluster_refresh < 1:
+            raise ValueError(
+                f"`cluster_refresh` must be positive. Got {cluster_refresh}."
+            )
+        self.clusters = clusters
+        self.cluster_samples = cluster_samples
+        self.cluster_refresh = cluster_refresh
         self.max_candidates = max_candidates
         self.max_logits = max_logits
         self.beta_group = beta_group
@@ -209,6 +244,30 @@ class GenNiSampler(NegativeSampler):
         return budget.scored_candidates(
             self.num_items, self._beta, self.max_candidates, self.num_negatives
         )
+
+    def build(self, input_shape) -> None:
+        if self.clusters is not None:  # The clusters' state, checkpointed.
+            d = int(input_shape[-1])
+            first = tf.VariableAggregation.ONLY_FIRST_REPLICA
+
+            def state(name, shape, dtype):
+                return self.add_weight(
+                    name=name,
+                    shape=shape,
+                    dtype=dtype,
+                    initializer="zeros",
+                    trainable=False,
+                    aggregation=first,
+                )
+
+            self.centroids = state("centroids", [self.clusters, d], tf.float32)
+            self.cluster_order = state("cluster_order", [self.num_items], tf.int32)
+            self.cluster_rank = state("cluster_rank", [self.num_items], tf.int32)
+            self.cluster_of = state("cluster_of", [self.num_items], tf.int32)
+            self.cluster_offsets = state("cluster_offsets", [self.clusters], tf.int32)
+            self.cluster_sizes = state("cluster_sizes", [self.clusters], tf.int32)
+            self.cluster_draws = state("cluster_draws", [], tf.int64)
+        super().build(input_shape)
 
     @property
     def chunk_rows(self) -> int:
@@ -258,6 +317,8 @@ class GenNiSampler(NegativeSampler):
         queries = alpha * tf.stop_gradient(queries)
         table = tf.stop_gradient(item_embeddings)[1:]  # (V, d)
         targets = tf.cast(targets, tf.int64)
+        if self.clusters is not None:
+            return self._cluster_draw(queries, targets, table, exclude, return_log_q)
         m = self.num_candidates
         subset = m < self.num_items
         per_group = subset and self.beta_group is not None
@@ -351,6 +412,180 @@ class GenNiSampler(NegativeSampler):
         ids, log_q = (tf.reshape(x, [-1, self.num_negatives])[:n] for x in drawn)
         return ids, log_q
 
+    def _refresh_clusters(self, table: tf.Tensor) -> None:
+        """k-means on the current table every `cluster_refresh` draws: from
+        random items on the first draw, warm-started afterwards."""
+
+        def refresh():
+            seed = self._seed()
+
+            def first():
+                start = clusters.initial_centroids(table, self.clusters, seed)
+                return clusters.lloyd(
+                    table, start, INITIAL_LLOYD, seed, self.max_logits
+                )
+
+            def later():
+                return clusters.lloyd(
+                    table, self.centroids, REFRESH_LLOYD, seed, self.max_logits
+                )
+
+            centroids, assignment = tf.cond(self.cluster_draws == 0, first, later)
+            order, offsets, sizes, rank = clusters.members(assignment, self.clusters)
+            self.centroids.assign(centroids)
+            self.cluster_of.assign(assignment)
+            self.cluster_rank.assign(rank)
+            self.cluster_order.assign(order)
+            self.cluster_offsets.assign(offsets)
+            self.cluster_sizes.assign(sizes)
+            return tf.constant(True)
+
+        tf.cond(
+            self.cluster_draws % self.cluster_refresh == 0,
+            refresh,
+            lambda: tf.constant(False),
+        )
+        self.cluster_draws.assign_add(1)
+
+    def _cluster_draw(
+        self,
+        queries: tf.Tensor,
+        targets: tf.Tensor,
+        table: tf.Tensor,
+        exclude: tf.RaggedTensor | None,
+        return_log_q: bool,
+    ):
+        """The two-level draw: importance resampling from a cluster proposal.
+
+        For a query q (alpha already in it), the proposal draws R candidates
+        independently: a cluster c with probability proportional to
+        |c| exp(q . mu_c), then an item of c uniformly, so that the proposal
+        is P(i) = exp(q . mu_c(i)) / Z_mu. The row's target is left out of
+        its cluster (one member fewer, skipped in the uniform pick), so no
+        candidate is ever the target. Each candidate is then scored
+        exactly, s_j = q . e_j, and the k negatives are resampled from the R
+        with weights w_j = exp(s_j) / P(j), proportional to exp(s_j - q .
+        mu_c(j)) (zero for the target and excluded items). As R grows the
+        law of a negative tends to the exact softmax(s) over the catalog
+        (sampling-importance-resampling); with good clusters few candidates
+        suffice, since the proposal already follows the scores. log Q is the
+        log of exact-law estimate exp(s_i) / Z^, with Z^ = Z_mu * mean_j w_j,
+        the importance estimate of the catalog's mass.
+
+        A row whose R candidates are all masked (rare: the target or the
+        user's items took every draw) gets a uniform item other than its
+        target.
+        """
+        self._refresh_clusters(table)
+        centroids = tf.cast(self.centroids, queries.dtype)
+        order = self.cluster_order
+        offsets = self.cluster_offsets
+        sizes = self.cluster_sizes
+        rank = self.cluster_rank
+        cluster_of = self.cluster_of
+        r, k, c = self.cluster_samples, self.num_negatives, self.clusters
+        d = tf.shape(queries)[1]
+        masked = targets[:, None]
+        if exclude is not None:
+            dense = tf.cast(exclude.to_tensor(default_value=0), tf.int64)
+            masked = tf.concat([masked, dense], axis=1)  # (N, 1 + L)
+        n = tf.shape(queries)[0]
+        # A row holds C centroid scores, R candidate embeddings and their
+        # CDF blocks.
+        per_row = c + r * (int(queries.shape[-1] or 64) + cdf_block(r, k))
+        rows = tf.maximum(tf.minimum(max(1, self.max_logits // per_row), n), 1)
+        num_chunks = (n + rows - 1) // rows
+        pad = num_chunks * rows - n
+        chunk_queries = tf.reshape(
+            tf.pad(queries, [[0, pad], [0, 0]]), [num_chunks, rows, d]
+        )
+        width = tf.shape(masked)[1]
+        chunk_masked = tf.reshape(
+            tf.pad(masked, [[0, pad], [0, 0]]), [num_chunks, rows, width]
+        )
+        chunk_targets = tf.reshape(tf.pad(targets, [[0, pad]]), [num_chunks, rows])
+        seeds = tf.transpose(self.generator.make_seeds(num_chunks))  # (C, 2)
+        num_items = tf.constant(self.num_items, tf.int64)
+
+        def draw_chunk(args: tuple):
+            q, ids, chunk_targets, seed = args
+            seed_c, seed_u, seed_w, seed_f = tf.unstack(
+                tf.random.experimental.stateless_split(seed, 4)
+            )
+            centroid_scores = tf.matmul(q, centroids, transpose_b=True)  # (rows, C)
+            # Each row's clusters without its target (id 0: none).
+            target_rows = tf.cast(tf.maximum(chunk_targets - 1, 0), tf.int32)
+            has_target = chunk_targets > 0
+            target_cluster = tf.where(
+                has_target, tf.gather(cluster_of, target_rows), -1
+            )  # (rows,)
+            row_sizes = sizes[None, :] - tf.one_hot(
+                target_cluster, c, dtype=tf.int32
+            )  # (rows, C)
+            proposal = centroid_scores + tf.where(
+                row_sizes > 0,
+                tf.math.log(tf.cast(row_sizes, q.dtype)),
+                tf.cast(NEG_INF, q.dtype),
+            )
+            picked = tf.cast(
+                categorical(proposal, r, seed_c, cdf_block(c, r)), tf.int32
+            )  # (rows, R)
+            size = tf.gather(row_sizes, picked, batch_dims=1)
+            u = tf.random.stateless_uniform(tf.shape(picked), seed_u)
+            within = tf.minimum(tf.cast(u * tf.cast(size, u.dtype), tf.int32), size - 1)
+            at = tf.gather(offsets, picked) + within
+            # In the target's cluster, the slots from the target's on move up one.
+            skip = tf.logical_and(
+                picked == target_cluster[:, None],
+                at >= tf.gather(rank, target_rows)[:, None],
+            )
+            item_rows = tf.gather(order, at + tf.cast(skip, tf.int32))
+            candidates = tf.cast(item_rows, tf.int64) + 1  # (rows, R) ids
+            scores = tf.squeeze(
+                tf.matmul(tf.gather(table, item_rows), q[:, :, None]), -1
+            )  # (rows, R)
+            log_w = scores - tf.gather(centroid_scores, picked, batch_dims=1)
+            bad = tf.reduce_any(candidates[:, :, None] == ids[:, None, :], axis=-1)
+            log_w = tf.where(bad, tf.cast(NEG_INF, log_w.dtype), log_w)
+            empty = tf.reduce_all(bad, axis=-1)  # (rows,)
+            picks = categorical(
+                tf.where(empty[:, None], tf.zeros_like(log_w), log_w),
+                k,
+                seed_w,
+                cdf_block(r, k),
+            )  # (rows, k)
+            drawn = tf.gather(candidates, picks, batch_dims=1)
+            # The fallback: a uniform item other than the target.
+            shift = tf.random.stateless_uniform(
+                [tf.shape(q)[0], k], seed_f, 1, num_items, dtype=tf.int64
+            )
+            uniform = (chunk_targets[:, None] - 1 + shift) % num_items + 1
+            drawn = tf.where(empty[:, None], uniform, drawn)
+            if not return_log_q:
+                return drawn
+            log_z = tf.reduce_logsumexp(proposal, axis=-1, keepdims=True) + (
+                tf.reduce_logsumexp(log_w, axis=-1, keepdims=True) - math.log(r)
+            )
+            log_q = tf.gather(scores, picks, batch_dims=1) - log_z
+            log_uniform = tf.cast(-math.log(self.num_items - 1), log_q.dtype)
+            return drawn, tf.where(empty[:, None], log_uniform, log_q)
+
+        ids_spec = tf.TensorSpec([None, k], tf.int64)
+        drawn = tf.map_fn(
+            draw_chunk,
+            (chunk_queries, chunk_masked, chunk_targets, seeds),
+            fn_output_signature=(
+                (ids_spec, tf.TensorSpec([None, k], queries.dtype))
+                if return_log_q
+                else ids_spec
+            ),
+            parallel_iterations=1,
+        )
+        if not return_log_q:
+            return tf.reshape(drawn, [-1, k])[:n]
+        ids, log_q = (tf.reshape(x, [-1, k])[:n] for x in drawn)
+        return ids, log_q
+
     def _candidates(self, table: tf.Tensor, seed: tf.Tensor) -> tuple:
         """V': ids (sorted, [m]) and embeddings ([m, d]) of a uniform draw of
         `num_candidates` items without replacement."""
@@ -367,6 +602,9 @@ class GenNiSampler(NegativeSampler):
             beta_group=self.beta_group,
             max_logits=self.max_logits,
             max_candidates=self.max_candidates,
+            clusters=self.clusters,
+            cluster_samples=self.cluster_samples,
+            cluster_refresh=self.cluster_refresh,
         )
         return config
 

@@ -10,6 +10,15 @@ Z' the mass of the M - 1 other candidates. `capped_law` takes the expectation
 over draws of the subset, for every item at once (no noise from single item
 draws), so that `total_variation` measures the law's distortion, not a
 histogram's noise.
+
+The two-level draw (`GenNiSampler(clusters=C)`) resamples a negative from R
+candidates drawn independently from a proposal P (a cluster by its mass, then
+an item in it uniformly), with weights w = exp(s) / P. Its marginal law is
+
+    Q_R(i) = R P(i) E[w_i / (w_i + W')],
+
+W' the weights of R - 1 other candidates from P; `resampled_law` takes the
+expectation the same way.
 """
 
 from __future__ import annotations
@@ -51,6 +60,41 @@ def capped_law(
             others = np.where(inside, total - mass, total - mass[rng.choice(subset)])
             law += mass / (mass + np.maximum(others, 0.0))
         laws[r] = law / law.sum()
+    return laws
+
+
+def resampled_law(
+    logits: np.ndarray,
+    proposal_logits: np.ndarray,
+    samples: int,
+    draws: int = 32,
+    seed: int = 0,
+) -> np.ndarray:
+    """Q_R of each row: the law of a negative resampled, by weights
+    exp(logits) / P, from `samples` candidates drawn from the proposal P =
+    softmax(`proposal_logits`) (both [rows, N]). At `samples` 1, P itself; as
+    `samples` grows, softmax(logits)."""
+    logits = np.atleast_2d(np.asarray(logits, dtype=np.float64))
+    proposal_logits = np.atleast_2d(np.asarray(proposal_logits, dtype=np.float64))
+    if samples < 1 or draws < 1:
+        raise ValueError(f"samples and draws must be positive. Got {samples}, {draws}.")
+    rng = np.random.default_rng(seed)
+    proposal = softmax(proposal_logits)
+    laws = np.empty_like(logits)
+    for r in range(len(logits)):
+        log_w = logits[r] - proposal_logits[r]
+        w = np.exp(log_w - log_w.max())
+        cdf = np.cumsum(proposal[r])
+        others = np.minimum(
+            np.searchsorted(cdf, rng.random((draws, samples - 1)) * cdf[-1]),
+            len(w) - 1,
+        )  # (draws, R - 1) candidates from the proposal
+        rest = w[others].sum(axis=1)  # (draws,)
+        share = np.zeros(len(w))
+        for other in rest:
+            share += w / (w + other)
+        laws[r] = proposal[r] * share
+        laws[r] /= laws[r].sum()
     return laws
 
 

@@ -15,6 +15,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+# GenNi's two-level draw (`clusters`): candidates per row it resamples from,
+# and training steps between refreshes of the item clusters.
+DEFAULT_CLUSTER_SAMPLES = 64
+DEFAULT_CLUSTER_REFRESH = 100
+
 
 @dataclasses.dataclass(frozen=True)
 class SamplerConfig:
@@ -24,7 +29,10 @@ class SamplerConfig:
     `alpha` (softmax temperature), `beta` (share of the catalog scored per
     draw), `beta_group` (positions sharing one candidate subset; None: the
     whole batch), `max_logits` (memory bound; None: the sampler's default),
-    `max_candidates` (most items scored per draw; None: beta's share, uncapped).
+    `max_candidates` (most items scored per draw; None: beta's share, uncapped),
+    `clusters` (C of the two-level draw over item clusters; None: off),
+    `cluster_samples` (its R candidates per row), `cluster_refresh` (draws
+    between its k-means refreshes).
     Popularity: `gamma` (exponent of the counts). `seed`: the sampler's own
     random stream.
     """
@@ -36,6 +44,9 @@ class SamplerConfig:
     beta_group: int | None = None
     max_logits: int | None = None
     max_candidates: int | None = None
+    clusters: int | None = None
+    cluster_samples: int = DEFAULT_CLUSTER_SAMPLES
+    cluster_refresh: int = DEFAULT_CLUSTER_REFRESH
     gamma: float = 1.0
     seed: int | None = None
 
@@ -135,6 +146,9 @@ def _genni(config: SamplerConfig, num_items: int, item_counts):
         beta_group=config.beta_group,
         seed=config.seed,
         max_candidates=config.max_candidates,
+        clusters=config.clusters,
+        cluster_samples=config.cluster_samples,
+        cluster_refresh=config.cluster_refresh,
         **bound,
     )
 

@@ -96,6 +96,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "paper's).",
     )
     parser.add_argument(
+        "--clusters",
+        type=int,
+        default=None,
+        metavar="C",
+        help="GenNi's two-level draw: cluster the items into C groups (k-means "
+        "on their embeddings, refreshed every --cluster-refresh steps), draw "
+        "--cluster-samples candidates a position from the clusters' masses "
+        "under its query, and resample its negatives from them by their exact "
+        "scores. A position then scores C + R items whatever the catalog "
+        "(--beta and --max-candidates do not apply). 0: off (the default).",
+    )
+    parser.add_argument(
+        "--cluster-samples",
+        type=int,
+        default=None,
+        metavar="R",
+        help="Candidates a position's two-level draw resamples from (default "
+        "64); its law tends to the exact one as R grows.",
+    )
+    parser.add_argument(
+        "--cluster-refresh",
+        type=int,
+        default=None,
+        metavar="STEPS",
+        help="Training steps between k-means refreshes of the two-level "
+        "draw's clusters (default 100).",
+    )
+    parser.add_argument(
         "--draw-budget",
         type=int,
         default=None,
@@ -252,6 +280,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         values["max_candidates"] = None
     if getattr(args, "draw_budget", None) == 0:  # And its budget.
         values["draw_budget"] = None
+    if getattr(args, "clusters", None) == 0:  # The uniform-subset draw.
+        values["clusters"] = None
     if values.get("dropout") is not None and "attention_dropout" not in values:
         values["attention_dropout"] = values["dropout"]
     if getattr(args, "preset", None):

@@ -19,6 +19,10 @@ from typing import Any
 
 from genni.components import schema
 from genni.components.samplers import budget
+from genni.components.samplers.registry import (
+    DEFAULT_CLUSTER_REFRESH,
+    DEFAULT_CLUSTER_SAMPLES,
+)
 from genni.pipeline.training import rundir
 from genni.pipeline.training.config import PretrainConfig, TrainConfig
 
@@ -35,6 +39,9 @@ LATER_SETTINGS = {
     "logq_correction": True,
     "max_candidates": None,
     "draw_budget": None,
+    "clusters": None,
+    "cluster_samples": DEFAULT_CLUSTER_SAMPLES,
+    "cluster_refresh": DEFAULT_CLUSTER_REFRESH,
 }
 
 # What only a sampler reads: the full-softmax loss draws no negatives, so a
@@ -52,6 +59,9 @@ SAMPLER_SETTINGS = (
     "max_logits",
     "max_candidates",
     "draw_budget",
+    "clusters",
+    "cluster_samples",
+    "cluster_refresh",
 )
 
 # `genni pretrain`'s length, which pre-training names leave out.

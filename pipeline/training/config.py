@@ -9,7 +9,11 @@ from __future__ import annotations
 import dataclasses
 
 from genni.components.samplers import budget, registry
-from genni.components.samplers.registry import SamplerConfig
+from genni.components.samplers.registry import (
+    DEFAULT_CLUSTER_REFRESH,
+    DEFAULT_CLUSTER_SAMPLES,
+    SamplerConfig,
+)
 from genni.models.config import SASRecConfig
 
 # The recommended preset's cap on the items one GenNi draw scores
@@ -103,7 +107,10 @@ class TrainConfig(_Settings):
     so a draw costs the same at 10^6 items as at this many; None: no cap),
     `draw_budget` (most scores a step's GenNi draws compute, positions x
     candidates: cuts `max_candidates` further on long histories; None: no
-    budget). Training: `loss`
+    budget), `clusters` (C: GenNi's two-level draw over C k-means clusters
+    of the items instead of a uniform subset; None: off), `cluster_samples`
+    (R, candidates per row it resamples from), `cluster_refresh` (steps
+    between k-means refreshes). Training: `loss`
     (`sampled_softmax`: cross-entropy over the positive and its k negatives,
     with `logq_correction` subtracting log(k Q) of each draw; see
     `genni.components.losses.sampled_softmax_loss`),
@@ -133,6 +140,9 @@ class TrainConfig(_Settings):
     max_logits: int = 1 << 24
     max_candidates: int | None = None
     draw_budget: int | None = None
+    clusters: int | None = None
+    cluster_samples: int = DEFAULT_CLUSTER_SAMPLES
+    cluster_refresh: int = DEFAULT_CLUSTER_REFRESH
     loss: str = "bce"
     logq_correction: bool = True
     epochs: int = 200
@@ -167,14 +177,18 @@ class TrainConfig(_Settings):
             "beta_group",
             "max_candidates",
             "draw_budget",
+            "clusters",
         )
+        self._at_least_one("cluster_samples", "cluster_refresh")
+        if self.clusters is not None and self.clusters < 2:
+            raise ValueError(f"`clusters` must be at least 2. Got {self.clusters}.")
         generated = registry.model_generated()
         if self.sampler not in generated and (
-            self.alpha_step or self.beta_growth or self.beta_group
+            self.alpha_step or self.beta_growth or self.beta_group or self.clusters
         ):
             raise ValueError(
-                "--self-adjust-alpha, --beta-schedule and --beta-group need "
-                f"--sampler {' or '.join(generated)}."
+                "--self-adjust-alpha, --beta-schedule, --beta-group and "
+                f"--clusters need --sampler {' or '.join(generated)}."
             )
 
     def model(self, info) -> SASRecConfig:
@@ -208,6 +222,13 @@ class TrainConfig(_Settings):
             beta_group=self.beta_group,
             max_logits=self.max_logits,
             max_candidates=self.draw_candidates(num_items, positions),
+            clusters=(
+                self.clusters
+                if self.clusters is None or num_items is None
+                else min(self.clusters, num_items)
+            ),
+            cluster_samples=self.cluster_samples,
+            cluster_refresh=self.cluster_refresh,
             gamma=self.gamma,
             seed=registry.sampler_seed(self.seed, 1),
         )

@@ -262,6 +262,14 @@ def _say_candidates(model, config: TrainConfig, dataset: Dataset) -> None:
     sampler = model.sampler
     if not isinstance(sampler, GenNiSampler):
         return
+    if sampler.clusters is not None:
+        print(
+            f"GenNi draws from {sampler.clusters:,} clusters of "
+            f"{dataset.num_items:,} items: {sampler.cluster_samples} candidates "
+            "a position, resampled by their scores (--clusters).",
+            flush=True,
+        )
+        return
     m, n = sampler.num_candidates, dataset.num_items
     if m >= _scored(config, dataset, max_candidates=None, draw_budget=None):
         return

@@ -109,6 +109,37 @@ def test_resume_ends_where_an_uninterrupted_run_ends(dataset, tmp_path, monkeypa
     assert [r["alpha"] for r in resumed["sampler_over_time"]] == pytest.approx(alphas)
 
 
+def test_the_two_level_draw_trains_and_resumes_with_its_clusters(
+    dataset, tmp_path, monkeypatch, capsys
+):
+    data, stats = dataset
+    # Refreshed every 3 steps, so that the kill falls between two refreshes:
+    # the resumed run must restore the clusters (and their step count).
+    kwargs = dict(clusters=8, cluster_samples=16, cluster_refresh=3, epochs=2)
+    straight = train.train(_config(data, tmp_path / "a", **kwargs), verbose=1)
+    said = capsys.readouterr().out
+    assert f"GenNi draws from 8 clusters of {stats['items']:,} items" in said
+    random_ndcg10 = 100 * sum(1 / np.log2(r + 2) for r in range(10)) / stats["items"]
+    assert straight["test"]["NDCG@10"] > 3 * random_ndcg10
+    original = train._log_epoch
+
+    def killed_in_epoch_2(writer, record):
+        if record["epoch"] == 2:
+            raise KeyboardInterrupt
+        original(writer, record)
+
+    monkeypatch.setattr(train, "_log_epoch", killed_in_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        train.train(_config(data, tmp_path / "b", **kwargs), verbose=0)
+    monkeypatch.setattr(train, "_log_epoch", original)
+    resumed = train.train(
+        _config(data, tmp_path / "b", **kwargs), resume=True, verbose=0
+    )
+    for split in ("valid", "test"):
+        for name, value in straight[split].items():
+            assert resumed[split][name] == pytest.approx(value, abs=1e-9), name
+
+
 def test_each_sampler_and_loss_trains(dataset, tmp_path):
     data, stats = dataset
     # A random ranking of the items: NDCG@10 = sum_{r<10} 1/log2(r+2) / items
@@ -304,6 +335,14 @@ def test_a_preset_is_overridden_by_the_config_file_and_then_by_flags(tmp_path):
         recommended.sampler_config(num_items=12_101, positions=1504).max_candidates
         is None
     )
+    # The two-level draw: off unless asked for, its C clipped to the catalog.
+    assert recommended.clusters is None and paper.clusters is None
+    clustered = settings("--clusters", "256", "--cluster-samples", "32")
+    assert (clustered.clusters, clustered.cluster_samples) == (256, 32)
+    assert clustered.sampler_config(num_items=100).clusters == 100
+    assert settings("--clusters", "0").clusters is None
+    with pytest.raises(ValueError, match="--clusters need"):
+        settings("--clusters", "64", "--sampler", "uniform")
     assert settings("--draw-budget", "0").draw_budget is None
     assert settings("--draw-budget", "1024").draw_budget == 1024
     with pytest.raises(ValueError, match="Unknown preset 'fast'"):
