@@ -51,6 +51,8 @@ CAPS = (SMALL_CAP, 8_192, CAP)  # The caps timed and whose law is measured.
 RECOMMENDED = "recommended preset (GenNi SSM k64)"
 EXACT_UP_TO = 100_000  # Beta 1 beyond: minutes per step on this CPU.
 UNIFORM = "uniform BCE k1"
+# (M, G) of the draws timed with a fresh V' of M items every G positions.
+GROUPED = ((8_192, 50), (8_192, 1_024), (4_096, 50))
 # R of the two-level draws whose law is measured.
 CLUSTER_SAMPLES = (64, 256)
 # Part 2's queries, draws of the other candidates' mass, and Gaussian logit std.
@@ -68,6 +70,10 @@ def configs(num_items: int) -> dict[str, dict]:
         found["GenNi BCE k1, beta 1"] = paper
     for cap in CAPS:
         found[f"GenNi BCE k1, M {cap:,}"] = dict(paper, max_candidates=cap)
+    for cap, group in GROUPED:
+        found[f"GenNi BCE k1, M {cap:,}, V' per {group:,}"] = dict(
+            paper, max_candidates=cap, beta_group=group
+        )
     c = default_clusters(num_items)
     found[f"GenNi BCE k1, {c:,} clusters"] = dict(paper, clusters=c)
     # The preset as `genni train` runs it: its budget sets M from the batches.
@@ -79,14 +85,29 @@ def configs(num_items: int) -> dict[str, dict]:
     return {name: dict(c, pack=True) for name, c in found.items()}
 
 
-def step_point(data: str, num_items: int, rounds: int, steps: int) -> dict:
+def chosen(num_items: int, only: list[str] | None) -> dict[str, dict]:
+    """`configs`, cut to uniform BCE (the baseline) and those whose name holds
+    one of `only` (None: all)."""
+    found = configs(num_items)
+    if not only:
+        return found
+    return {
+        name: c
+        for name, c in found.items()
+        if name == UNIFORM or any(word in name for word in only)
+    }
+
+
+def step_point(
+    data: str, num_items: int, rounds: int, steps: int, only: list[str] | None
+) -> dict:
     """Run in a child process: Part 1 at one catalog size."""
     from genni.pipeline.reproduce import speed
     from genni.pipeline.training.config import TrainConfig
     from genni.pipeline.training.data import Dataset
 
     times = speed.step_times(
-        data, configs(num_items), rounds, steps, verbose=False, num_items=num_items
+        data, chosen(num_items, only), rounds, steps, verbose=False, num_items=num_items
     )
     ms = {name: 1000 * statistics.median(t) for name, t in times.items()}
     preset = TrainConfig(data=data, output="", **configs(num_items)[RECOMMENDED])
@@ -205,12 +226,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logit-std", type=float, default=DEFAULTS["logit_std"])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--skip-steps", action="store_true")
+    parser.add_argument("--skip-law", action="store_true", help="No Part 2.")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="WORD",
+        help="Part 1 times only uniform BCE and the draws whose name holds a WORD "
+        '("V\' per", clusters, "M 8,192").',
+    )
     parser.add_argument("--name", default="sampler_scale", help="Results file name.")
     parser.add_argument("--step-point", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--law-point", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.step_point:
-        point = step_point(args.data, args.step_point, args.rounds, args.steps)
+        point = step_point(
+            args.data, args.step_point, args.rounds, args.steps, args.only
+        )
         print(json.dumps(point))
         return 0
     if args.law_point:
@@ -228,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         str(args.draws),
         "--logit-std",
         str(args.logit_std),
+        *(["--only", *args.only] if args.only else []),
     ]
     steps = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -252,13 +285,14 @@ def main(argv: list[str] | None = None) -> int:
                     ),
                     flush=True,
                 )
-    print("Part 2: TV distance of the capped and two-level laws to the exact one")
-    laws = []
-    for size in args.sizes:
-        point = child(["--law-point", str(size), *shared])
-        laws.append(point)
-        print(f"  Gaussian, {size:,} items: {point}", flush=True)
-    run_laws = law_of_run(args.run, args) if args.run else []
+    laws, run_laws = [], []
+    if not args.skip_law:
+        print("Part 2: TV distance of the capped and two-level laws to the exact one")
+        for size in args.sizes:
+            point = child(["--law-point", str(size), *shared])
+            laws.append(point)
+            print(f"  Gaussian, {size:,} items: {point}", flush=True)
+        run_laws = law_of_run(args.run, args) if args.run else []
     for point in run_laws:
         print(f"  {args.run}: {point}", flush=True)
 
@@ -310,7 +344,15 @@ def markdown(results: dict, args) -> str:
             )
             + ")."
         )
-    lines += [
+    if not args.skip_law:
+        lines += part2(results, args)
+    lines.append(f"\nCommand: `{command(args)}`\n")
+    return "\n".join(lines)
+
+
+def part2(results: dict, args) -> list[str]:
+    """Part 2's table."""
+    lines = [
         "\nPart 2: total-variation distance of a draw capped at M candidates, "
         "and of the two-level draw (R candidates from C k-means clusters, "
         "resampled by their scores), to the exact softmax, mean over "
@@ -347,15 +389,24 @@ def markdown(results: dict, args) -> str:
         lines.append(
             f"| {scores} | {p['items']:,} | {p['top1_prob']:.3f} | {tv_cells(p)} |"
         )
+    return lines
+
+
+def command(args) -> str:
+    """The command line that made the results."""
     words = ["python", "benchmarks/sampler_scale.py"]
     if args.data:
         words += ["--data", relative(args.data)]
     if args.run:
         words += ["--run", relative(args.run)]
+    if args.skip_law:
+        words.append("--skip-law")
     if args.skip_steps:
         words.append("--skip-steps")
     else:
         words += ["--rounds", str(args.rounds), "--steps", str(args.steps)]
+        if args.only:
+            words += ["--only", *args.only]
     for name, default in DEFAULTS.items():
         if getattr(args, name) != default:
             words += ["--" + name.replace("_", "-"), str(getattr(args, name))]
@@ -363,8 +414,7 @@ def markdown(results: dict, args) -> str:
         words += ["--sizes", *map(str, args.sizes)]
     if args.name != "sampler_scale":
         words += ["--name", args.name]
-    lines.append(f"\nCommand: `{shell_line(words)}`\n")
-    return "\n".join(lines)
+    return shell_line(words)
 
 
 if __name__ == "__main__":

@@ -169,6 +169,61 @@ def test_genni_beta_group_keeps_the_law_of_each_subset():
     assert not np.any(draw(tf.ones([15, D]), tf.fill([15], 4)).numpy() == 4)
 
 
+def test_genni_beta_group_on_a_large_catalog_draws_ids_and_masks_repeats():
+    # m * 32 <= |V|: each group's V' is m ids drawn with replacement, its
+    # repeats masked. The law of a draw is then the capped one (a uniform
+    # subset of about m items), the target never drawn, under XLA too.
+    from genni.components.samplers import law
+
+    n, m, rows, target = 640, 20, 60_000, 3
+    table = tf.random.stateless_normal([n + 1, D], [0, 1])
+    query = np.array([[1.0, -0.5, 0.25, 2.0]], np.float32)
+    sampler = GenNiSampler(
+        n, alpha=1.0, max_candidates=m, beta_group=1, seed=2, max_logits=1 << 20
+    )
+    assert sampler.group_draws_with_replacement
+    assert not GenNiSampler(
+        n - 1, max_candidates=m, beta_group=1
+    ).group_draws_with_replacement
+    draws = tf.function(sampler, jit_compile=True)(
+        tf.constant(np.repeat(query, rows, 0)), tf.fill([rows], target), table
+    ).numpy()
+    assert not np.any(draws == target)
+    logits = (query @ table.numpy()[1:].T).astype(np.float64)
+    logits[0, target - 1] = -np.inf
+    expected = law.capped_law(logits, m, draws=400)[0]
+    counts = np.bincount(draws.ravel(), minlength=n + 1)[1:]
+    # Sampling noise of 60,000 draws over 640 items: TV about 0.05.
+    assert law.total_variation(counts / rows, expected) < 0.08
+    ids, _, repeated = sampler._drawn_candidates(table[1:], tf.constant([3, 4]))
+    ids, repeated = ids.numpy(), repeated.numpy()
+    assert np.all(np.diff(ids) >= 0) and ids.min() >= 1 and ids.max() <= n
+    np.testing.assert_array_equal(repeated[1:], ids[1:] == ids[:-1])
+    _, log_q = sampler(
+        tf.constant(query), tf.constant([target]), table, return_log_q=True
+    )
+    share = 1 - (1 - 1 / n) ** m  # P(an item is among m draws).
+    assert log_q.numpy()[0, 0] < np.log(share) + 1e-6
+
+
+def test_genni_group_draws_with_replacement_score_each_item_once(monkeypatch):
+    from genni.components.samplers import genni
+
+    # Forced on a small catalog, where m = 10 draws of 20 ids nearly always
+    # repeat one: at alpha 0 each distinct candidate is still equally likely
+    # (a repeat counted twice would be drawn about twice as often).
+    monkeypatch.setattr(genni, "REPEATS_RATIO", 1)
+    rows = 2000
+    sampler = GenNiSampler(V, alpha=0.0, beta=0.5, beta_group=rows, seed=6)
+    assert sampler.group_draws_with_replacement
+    for _ in range(3):  # One V' per call.
+        draws = sampler(tf.ones([rows, D]), tf.zeros([rows]), _table()).numpy()
+        counts = np.bincount(draws.ravel(), minlength=V + 1)[1:]
+        drawn = counts[counts > 0]
+        assert len(drawn) <= 10
+        assert drawn.max() < 1.3 * drawn.mean(), counts
+
+
 def _cpu_bytes(stat):
     """Bytes of the CPU allocator (BFC, as conftest sets): "current" or "peak"."""
     return tf.config.experimental.get_memory_info("CPU:0")[stat]
