@@ -52,9 +52,11 @@ RECOMMENDED = "recommended preset (GenNi SSM k64)"
 EXACT_UP_TO = 100_000  # Beta 1 beyond: minutes per step on this CPU.
 UNIFORM = "uniform BCE k1"
 # (M, G) of the draws timed with a fresh V' of M items every G positions.
-GROUPED = ((8_192, 50), (8_192, 1_024), (4_096, 50))
+GROUPED = ((16_384, 50), (8_192, 50), (8_192, 1_024), (4_096, 50))
 # R of the two-level draws whose law is measured.
 CLUSTER_SAMPLES = (64, 256)
+# The exact law's mass in a query's top clusters, measured at these counts.
+TOP_CLUSTERS = (1, 32)
 # Part 2's queries, draws of the other candidates' mass, and Gaussian logit std.
 DEFAULTS = {"queries": 16, "draws": 32, "logit_std": 2.4}
 
@@ -144,6 +146,7 @@ def law_gaussian(num_items: int, args) -> dict:
 def cluster_law(queries, items, args) -> dict:
     """TV of the two-level draw over `items` [N, d] to the exact law, for
     queries [rows, d] with alpha in them, at each R of CLUSTER_SAMPLES."""
+    import numpy as np
     import tensorflow as tf
 
     from genni.components.samplers import clusters, genni, law
@@ -156,7 +159,13 @@ def cluster_law(queries, items, args) -> dict:
     logits = queries @ items.T
     proposal = (queries @ centroids.numpy().T)[:, assignment.numpy()]
     exact = law.softmax(logits)
+    # The exact law's mass in each query's most likely clusters (by centroid).
+    mass = np.stack([np.bincount(assignment.numpy(), p, c) for p in exact])
+    ranked = np.argsort(-(queries @ centroids.numpy().T), axis=1)
     point = {"clusters": c}
+    for top in TOP_CLUSTERS:
+        held = np.take_along_axis(mass, ranked[:, :top], axis=1).sum(axis=1)
+        point[f"mass_top{top}_clusters"] = float(np.median(held))
     for r in CLUSTER_SAMPLES:
         drawn = law.resampled_law(logits, proposal, r, args.draws)
         point[f"tv_C_R{r}"] = float(law.total_variation(drawn, exact).mean())
@@ -358,19 +367,25 @@ def part2(results: dict, args) -> list[str]:
         "resampled by their scores), to the exact softmax, mean over "
         f"{args.queries} queries ({args.draws} draws of the other candidates' "
         "mass each); top-1: the median probability of a query's most likely "
-        "item under the exact law.\n",
+        "item under the exact law; mass in top t: the median share of the exact "
+        "law in the t clusters of highest centroid score.\n",
         "| scores | items | top-1 | "
         + " | ".join(f"TV, M {cap:,}" for cap in CAPS)
         + " | clusters C | "
+        + " | ".join(f"mass in top {t} of C" for t in TOP_CLUSTERS)
+        + " | "
         + " | ".join(f"TV, C clusters, R {r}" for r in CLUSTER_SAMPLES)
         + " |",
-        "|---|---|---|" + "---|" * (len(CAPS) + 1 + len(CLUSTER_SAMPLES)),
+        "|---|---|---|"
+        + "---|" * (len(CAPS) + 1 + len(TOP_CLUSTERS) + len(CLUSTER_SAMPLES)),
     ]
 
     def tv_cells(p: dict) -> str:
         keys = [f"tv_M{cap}" for cap in CAPS]
         cells = [f"{p[key]:.3f}" if key in p else "-" for key in keys]
         cells.append(f"{p['clusters']:,}" if "clusters" in p else "-")
+        keys = [f"mass_top{t}_clusters" for t in TOP_CLUSTERS]
+        cells += [f"{p[key]:.3f}" if key in p else "-" for key in keys]
         keys = [f"tv_C_R{r}" for r in CLUSTER_SAMPLES]
         cells += [f"{p[key]:.3f}" if key in p else "-" for key in keys]
         return " | ".join(cells)

@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import math
 
+# GenNi's two-level draw (`clusters`): the candidates a position scores and
+# resamples its negatives from, and training steps between refreshes of the
+# item clusters.
+DEFAULT_CLUSTER_SAMPLES = 64
+DEFAULT_CLUSTER_REFRESH = 100
+
 
 def budget_candidates(
     budget: int,

@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from genni.components.samplers import budget, clusters
 from genni.components.samplers.base import NegativeSampler
-from genni.components.samplers.registry import (
+from genni.components.samplers.budget import (
     DEFAULT_CLUSTER_REFRESH,
     DEFAULT_CLUSTER_SAMPLES,
 )

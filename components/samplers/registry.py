@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-# GenNi's two-level draw (`clusters`): candidates per row it resamples from,
-# and training steps between refreshes of the item clusters.
-DEFAULT_CLUSTER_SAMPLES = 64
-DEFAULT_CLUSTER_REFRESH = 100
+from genni.components.samplers.budget import (
+    DEFAULT_CLUSTER_REFRESH,
+    DEFAULT_CLUSTER_SAMPLES,
+)
 
 
 @dataclasses.dataclass(frozen=True)

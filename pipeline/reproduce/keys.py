@@ -19,7 +19,7 @@ from typing import Any
 
 from genni.components import schema
 from genni.components.samplers import budget
-from genni.components.samplers.registry import (
+from genni.components.samplers.budget import (
     DEFAULT_CLUSTER_REFRESH,
     DEFAULT_CLUSTER_SAMPLES,
 )

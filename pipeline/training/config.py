@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 
 from genni.components.samplers import budget, registry
-from genni.components.samplers.registry import (
+from genni.components.samplers.budget import (
     DEFAULT_CLUSTER_REFRESH,
     DEFAULT_CLUSTER_SAMPLES,
-    SamplerConfig,
 )
+from genni.components.samplers.registry import SamplerConfig
 from genni.models.config import SASRecConfig
 
 # The recommended preset's cap on the items one GenNi draw scores
