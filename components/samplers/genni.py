@@ -190,30 +190,21 @@ class GenNiSampler(NegativeSampler):
         super().__init__(num_items, num_negatives, seed, **kwargs)
         if alpha < 0:
             raise ValueError(f"`alpha` must be non-negative. Got {alpha}.")
-        if max_logits < 1:
-            raise ValueError(f"`max_logits` must be positive. Got {max_logits}.")
         if num_negatives >= num_items:
             raise ValueError(
                 f"`num_negatives` ({num_negatives}) must be smaller than "
                 f"`num_items` ({num_items})."
             )
-        if beta_group is not None and beta_group < 1:
-            raise ValueError(f"`beta_group` must be positive. Got {beta_group}.")
-        if max_candidates is not None and max_candidates < 1:
-            raise ValueError(
-                f"`max_candidates` must be positive. Got {max_candidates}."
-            )
+        _positive(
+            max_logits=max_logits,
+            beta_group=beta_group,
+            max_candidates=max_candidates,
+            cluster_samples=cluster_samples,
+            cluster_refresh=cluster_refresh,
+        )
         if clusters is not None and not 2 <= clusters <= num_items:
             raise ValueError(
                 f"`clusters` must be in [2, num_items = {num_items}]. Got {clusters}."
-            )
-        if cluster_samples < 1:
-            raise ValueError(
-                f"`cluster_samples` must be positive. Got {cluster_samples}."
-            )
-        if cluster_refresh < 1:
-            raise ValueError(
-                f"`cluster_refresh` must be positive. Got {cluster_refresh}."
             )
         self.clusters = clusters
         self.cluster_samples = cluster_samples
@@ -646,6 +637,13 @@ class GenNiSampler(NegativeSampler):
             cluster_refresh=self.cluster_refresh,
         )
         return config
+
+
+def _positive(**settings: int | None) -> None:
+    """ValueError naming the first setting below 1 (None: not set)."""
+    for name, value in settings.items():
+        if value is not None and value < 1:
+            raise ValueError(f"`{name}` must be positive. Got {value}.")
 
 
 def _columns(ids: tf.Tensor, candidate_ids: tf.Tensor) -> tf.Tensor:
