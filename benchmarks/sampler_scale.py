@@ -52,7 +52,14 @@ RECOMMENDED = "recommended preset (GenNi SSM k64)"
 EXACT_UP_TO = 100_000  # Beta 1 beyond: minutes per step on this CPU.
 UNIFORM = "uniform BCE k1"
 # (M, G) of the draws timed with a fresh V' of M items every G positions.
-GROUPED = ((16_384, 50), (8_192, 50), (8_192, 1_024), (4_096, 50), (2_048, 10))
+GROUPED = (
+    (16_384, 50),
+    (8_192, 50),
+    (8_192, 1_024),
+    (4_096, 50),
+    (2_048, 10),
+    (1_024, 10),
+)
 # R of the two-level draws whose law is measured.
 CLUSTER_SAMPLES = (64, 256)
 # The exact law's mass in a query's top clusters, measured at these counts.
