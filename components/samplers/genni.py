@@ -38,10 +38,10 @@ from genni.components.samplers.budget import (
 
 DEFAULT_MAX_LOGITS = 1 << 24
 CDF_BLOCK = 128
-# The two-level draw's Lloyd iterations at the first clustering and at each
-# refresh (warm-started from the last centroids).
 # Per-group V' of m ids drawn with replacement where m * this <= |V|.
 REPEATS_RATIO = 32
+# The two-level draw's Lloyd iterations at the first clustering and at each
+# refresh (warm-started from the last centroids).
 INITIAL_LLOYD = 10
 REFRESH_LLOYD = 1
 NEG_INF = float("-inf")
@@ -320,27 +320,15 @@ class GenNiSampler(NegativeSampler):
             candidates = table
         elif not per_group:  # One V' per batch (per group: one per chunk, below).
             candidate_ids, candidates = self._candidates(table, self._seed())
-        # Items never drawn per row, 0 where none: the target first, then the
-        # excluded items.
-        masked = targets[:, None]  # (N, 1)
-        if exclude is not None:
-            dense = tf.cast(exclude.to_tensor(default_value=0), tf.int64)
-            masked = tf.concat([masked, dense], axis=1)  # (N, 1 + L)
+        masked = _never_drawn(targets, exclude)  # (N, 1 + L)
         n = tf.shape(queries)[0]
         limit = self.chunk_rows
         if per_group:
             limit = min(limit, self.beta_group)
         rows = tf.maximum(tf.minimum(limit, n), 1)  # No padding past N.
-        num_chunks = (n + rows - 1) // rows
-        pad = num_chunks * rows - n
-        chunk_queries = tf.reshape(
-            tf.pad(queries, [[0, pad], [0, 0]]),
-            [num_chunks, rows, tf.shape(queries)[1]],
-        )  # (C, rows, d)
-        width = tf.shape(masked)[1]
-        chunk_masked = tf.reshape(
-            tf.pad(masked, [[0, pad], [0, 0]]), [num_chunks, rows, width]
-        )  # (C, rows, 1 + L)
+        chunk_queries = _in_chunks(queries, rows)  # (C, rows, d)
+        chunk_masked = _in_chunks(masked, rows)  # (C, rows, 1 + L)
+        num_chunks = tf.shape(chunk_queries)[0]
         seeds = tf.transpose(self.generator.make_seeds(num_chunks))  # (C, 2)
         elems = (chunk_queries, chunk_masked, seeds)
         if per_group:  # Seeds of each group's V'.
@@ -413,10 +401,7 @@ class GenNiSampler(NegativeSampler):
             ),
             parallel_iterations=1,  # One chunk of logits alive at a time.
         )
-        if not return_log_q:
-            return tf.reshape(drawn, [-1, self.num_negatives])[:n]
-        ids, log_q = (tf.reshape(x, [-1, self.num_negatives])[:n] for x in drawn)
-        return ids, log_q
+        return _from_chunks(drawn, n, self.num_negatives)
 
     def _refresh_clusters(self, table: tf.Tensor) -> None:
         """k-means on the current table every `cluster_refresh` draws: from
@@ -490,31 +475,19 @@ class GenNiSampler(NegativeSampler):
         rank = self.cluster_rank
         cluster_of = self.cluster_of
         r, k, c = self.cluster_samples, self.num_negatives, self.clusters
-        d = tf.shape(queries)[1]
-        masked = targets[:, None]
-        if exclude is not None:
-            dense = tf.cast(exclude.to_tensor(default_value=0), tf.int64)
-            masked = tf.concat([masked, dense], axis=1)  # (N, 1 + L)
         n = tf.shape(queries)[0]
         # A row holds C centroid scores, R candidate embeddings and their
         # CDF blocks.
         per_row = c + r * (int(queries.shape[-1] or 64) + cdf_block(r, k))
         rows = tf.maximum(tf.minimum(max(1, self.max_logits // per_row), n), 1)
-        num_chunks = (n + rows - 1) // rows
-        pad = num_chunks * rows - n
-        chunk_queries = tf.reshape(
-            tf.pad(queries, [[0, pad], [0, 0]]), [num_chunks, rows, d]
-        )
-        width = tf.shape(masked)[1]
-        chunk_masked = tf.reshape(
-            tf.pad(masked, [[0, pad], [0, 0]]), [num_chunks, rows, width]
-        )
-        chunk_targets = tf.reshape(tf.pad(targets, [[0, pad]]), [num_chunks, rows])
-        seeds = tf.transpose(self.generator.make_seeds(num_chunks))  # (C, 2)
+        chunk_queries = _in_chunks(queries, rows)  # (C, rows, d)
+        chunk_masked = _in_chunks(_never_drawn(targets, exclude), rows)
+        seeds = tf.transpose(self.generator.make_seeds(tf.shape(chunk_queries)[0]))
         num_items = tf.constant(self.num_items, tf.int64)
 
         def draw_chunk(args: tuple):
-            q, ids, chunk_targets, seed = args
+            q, ids, seed = args
+            chunk_targets = ids[:, 0]  # The never-drawn ids start with the target.
             seed_c, seed_u, seed_w, seed_f = tf.unstack(
                 tf.random.experimental.stateless_split(seed, 4)
             )
@@ -579,7 +552,7 @@ class GenNiSampler(NegativeSampler):
         ids_spec = tf.TensorSpec([None, k], tf.int64)
         drawn = tf.map_fn(
             draw_chunk,
-            (chunk_queries, chunk_masked, chunk_targets, seeds),
+            (chunk_queries, chunk_masked, seeds),
             fn_output_signature=(
                 (ids_spec, tf.TensorSpec([None, k], queries.dtype))
                 if return_log_q
@@ -587,10 +560,7 @@ class GenNiSampler(NegativeSampler):
             ),
             parallel_iterations=1,
         )
-        if not return_log_q:
-            return tf.reshape(drawn, [-1, k])[:n]
-        ids, log_q = (tf.reshape(x, [-1, k])[:n] for x in drawn)
-        return ids, log_q
+        return _from_chunks(drawn, n, k)
 
     @property
     def group_draws_with_replacement(self) -> bool:
@@ -637,6 +607,32 @@ class GenNiSampler(NegativeSampler):
             cluster_refresh=self.cluster_refresh,
         )
         return config
+
+
+def _never_drawn(targets: tf.Tensor, exclude: tf.RaggedTensor | None) -> tf.Tensor:
+    """[N, 1 + L] ids a row never draws, 0 where none: its target first, then
+    its excluded items."""
+    masked = targets[:, None]  # (N, 1)
+    if exclude is not None:
+        dense = tf.cast(exclude.to_tensor(default_value=0), tf.int64)
+        masked = tf.concat([masked, dense], axis=1)  # (N, 1 + L)
+    return masked
+
+
+def _in_chunks(x: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
+    """[N, w] rows in chunks of `rows`: [C, rows, w], zero-padded at the end."""
+    n = tf.shape(x)[0]
+    num_chunks = (n + rows - 1) // rows
+    padded = tf.pad(x, [[0, num_chunks * rows - n], [0, 0]])
+    return tf.reshape(padded, [num_chunks, rows, tf.shape(x)[1]])
+
+
+def _from_chunks(drawn, n: tf.Tensor, k: int):
+    """`map_fn`'s per-chunk draws ([C, rows, k], or a pair of them with log Q)
+    back to the first n rows: [n, k] (and [n, k])."""
+    if not isinstance(drawn, (tuple, list)):
+        return tf.reshape(drawn, [-1, k])[:n]
+    return tuple(tf.reshape(x, [-1, k])[:n] for x in drawn)
 
 
 def _positive(**settings: int | None) -> None:

@@ -177,7 +177,6 @@ class TrainConfig(_Settings):
             "beta_group",
             "max_candidates",
             "draw_budget",
-            "clusters",
         )
         self._at_least_one("cluster_samples", "cluster_refresh")
         if self.clusters is not None and self.clusters < 2:
