@@ -60,6 +60,11 @@ GROUPED = (
     (2_048, 10),
     (1_024, 10),
 )
+# S of the draws that also score each position's input item and its S most
+# frequent successors (`--successors`), and the (M, G) they are timed at (G
+# None: one V' a batch).
+SUCCESSORS = 16
+WITH_SUCCESSORS = ((4_096, None), (4_096, 50), (8_192, None))
 # R of the two-level draws whose law is measured.
 CLUSTER_SAMPLES = (64, 256)
 # The exact law's mass in a query's top clusters, measured at these counts.
@@ -82,6 +87,11 @@ def configs(num_items: int) -> dict[str, dict]:
     for cap, group in GROUPED:
         found[f"GenNi BCE k1, M {cap:,}, V' per {group:,}"] = dict(
             paper, max_candidates=cap, beta_group=group
+        )
+    for cap, group in WITH_SUCCESSORS:
+        per = f", V' per {group:,}" if group else ""
+        found[f"GenNi BCE k1, M {cap:,}{per}, successors {SUCCESSORS}"] = dict(
+            paper, max_candidates=cap, beta_group=group, successors=SUCCESSORS
         )
     c = default_clusters(num_items)
     found[f"GenNi BCE k1, {c:,} clusters"] = dict(paper, clusters=c)
@@ -179,10 +189,14 @@ def cluster_law(queries, items, args) -> dict:
     return point
 
 
-def law_point(logits, num_items: int, args, share_of: int | None = None) -> dict:
+def law_point(
+    logits, num_items: int, args, share_of: int | None = None, extras=None
+) -> dict:
     """TV at each cap; with `share_of`, each cap scaled to the share of the
     catalog it would be at `share_of` items (a cap at or above the catalog
-    does not bite: TV 0, the exact law)."""
+    does not bite: TV 0, the exact law). With `extras` ([rows, N] bool: each
+    query's input item and successors), also the TV of each capped draw with
+    them (`law.successor_law`) and the exact law's mass on them."""
     import math
 
     import numpy as np
@@ -198,12 +212,19 @@ def law_point(logits, num_items: int, args, share_of: int | None = None) -> dict
             cap if share_of is None else max(2, math.ceil(cap * num_items / share_of))
         )
         point[f"tv_M{cap}"] = tv_distance(logits, scaled, args.draws)
+        if extras is not None:
+            drawn = law.successor_law(logits, extras, scaled, args.draws)
+            point[f"tv_M{cap}_succ"] = float(law.total_variation(drawn, exact).mean())
+    if extras is not None:
+        point["mass_succ"] = float(np.median((exact * extras).sum(axis=1)))
     return point
 
 
 def law_of_run(run: str, args) -> list[dict]:
     """Part 2 on a trained run's queries (validation users) and items, at the
     share M / N of its catalog that each size of `args.sizes` would have."""
+    import numpy as np
+
     from genni.components import schema
     from genni.pipeline.training import data, model
 
@@ -216,9 +237,18 @@ def law_of_run(run: str, args) -> list[dict]:
         queries = queries[:, -1]
     items = loaded.item_embeddings.numpy()[1:]
     logits = config.alpha * queries @ items.T
-    own = law_point(logits, len(items), args)
+    # Each query's input item (the last of its history) and its successors.
+    previous = batch["input_ids"].numpy()[:, -1]
+    table = dataset.successor_table(SUCCESSORS)
+    ids = np.concatenate([previous[:, None], table[previous]], axis=1)
+    extras = np.zeros(logits.shape, dtype=bool)
+    rows = np.repeat(np.arange(len(ids)), ids.shape[1])
+    extras[rows[ids.ravel() > 0], ids.ravel()[ids.ravel() > 0] - 1] = True
+    own = law_point(logits, len(items), args, extras=extras)
     own |= cluster_law(config.alpha * queries, items, args)
-    return [law_point(logits, len(items), args, size) for size in args.sizes] + [own]
+    return [
+        law_point(logits, len(items), args, size, extras) for size in args.sizes
+    ] + [own]
 
 
 def child(argv: list[str]) -> dict:
@@ -411,6 +441,27 @@ def part2(results: dict, args) -> list[str]:
         lines.append(
             f"| {scores} | {p['items']:,} | {p['top1_prob']:.3f} | {tv_cells(p)} |"
         )
+    if any("mass_succ" in p for p in results["law_run"]):
+        lines += [
+            "\nThe same trained run's queries with successor candidates "
+            f"(`--successors {SUCCESSORS}`: each query's input item and its "
+            f"{SUCCESSORS} most frequent successors scored beside the M uniform "
+            "ones): the exact law's median mass on them, and the TV of each "
+            "capped draw without and with them.\n",
+            "| scores | mass on input item + successors | "
+            + " | ".join(f"TV, M {c:,} | with successors" for c in CAPS)
+            + " |",
+            "|---|---|" + "---|---|" * len(CAPS),
+        ]
+        for p in results["law_run"]:
+            if "mass_succ" not in p:
+                continue
+            share = p.get("as_if_items")
+            scores = f"share M / N of {share:,} items" if share else "its own catalog"
+            cells = " | ".join(
+                f"{p[f'tv_M{c}']:.3f} | {p[f'tv_M{c}_succ']:.3f}" for c in CAPS
+            )
+            lines.append(f"| {scores} | {p['mass_succ']:.3f} | {cells} |")
     return lines
 
 

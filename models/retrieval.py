@@ -140,13 +140,19 @@ class SequentialRetrievalModel(tfrs.Model):
             else:
                 rows = tf.where(at_target)[:, 0]
             exclude = tf.gather(features[schema.USER_ITEMS], rows)
+        extra = {}
+        if getattr(self.sampler, "successors", None) is not None:
+            # Each position's input item, whose successors it also scores.
+            extra["previous"] = tf.boolean_mask(features[schema.INPUT_IDS], at_target)
         log_q = None
         if self.loss_name == "sampled_softmax" and self.logq_correction:
             negatives, log_q = self.sampler(
-                queries, positives, table, exclude=exclude, return_log_q=True
+                queries, positives, table, exclude=exclude, return_log_q=True, **extra
             )
         else:
-            negatives = self.sampler(queries, positives, table, exclude=exclude)
+            negatives = self.sampler(
+                queries, positives, table, exclude=exclude, **extra
+            )
         positive_logits, negative_logits = losses.sampled_logits(
             queries, table, positives, negatives
         )  # (N,), (N, k)

@@ -13,7 +13,11 @@ with `beta_group` = g, for every g positions (50: about one per sequence; 1: one
 per position), so that at a small beta the negatives of a batch do not all come
 from the same few items. Cost O(beta |V| d) per position; `max_candidates` caps
 |V'|, so that a draw's cost stops growing with the catalog (`genni train`'s
-recommended preset: 16,384).
+recommended preset: 16,384). With `successors` = S, each position also scores
+its own input item and the S items that most often followed it in the training
+data (a table the trainer fills, `set_successors`), where a trained model's
+mass concentrates; the uniform part is weighted up by 1 / P(in V') so that the
+draw still estimates the exact law (`call`).
 
 Memory stays bounded whatever the catalog: positions are processed in chunks of
 at most `max_logits` logits (default 2^24 floats, 64 MiB per chunk), one chunk at
@@ -35,9 +39,9 @@ from genni.components.samplers.budget import (
     DEFAULT_CLUSTER_REFRESH,
     DEFAULT_CLUSTER_SAMPLES,
 )
+from genni.components.samplers.categorical import categorical, cdf_block
 
 DEFAULT_MAX_LOGITS = 1 << 24
-CDF_BLOCK = 128
 # Per-group V' of m ids drawn with replacement where m * this <= |V|.
 REPEATS_RATIO = 32
 # The two-level draw's Lloyd iterations at the first clustering and at each
@@ -45,96 +49,6 @@ REPEATS_RATIO = 32
 INITIAL_LLOYD = 10
 REFRESH_LLOYD = 1
 NEG_INF = float("-inf")
-
-
-MIN_CDF_BLOCK = 16
-
-
-def cdf_block(num_candidates: int, num_samples: int) -> int:
-    """Items per CDF block of `categorical`: a power of two in [16, 128].
-
-    A row costs about num_samples * block^2 (each draw's within-block CDF, on
-    the matmul units) plus num_candidates / block for the sequential cumsum of
-    block masses, a slower kernel; their sum is least near the cube root of
-    173 * num_candidates / num_samples (the constant fitted on this CPU: 128
-    for one draw over 12,101 items, 32 for 64 draws, where 128 cost 3.8 s and
-    32 cost 2.8 s per 12,800 rows against 2.4 s for one draw).
-    """
-    best = (173.0 * num_candidates / max(1, num_samples)) ** (1.0 / 3.0)
-    block = 2 ** round(math.log2(max(best, 1.0)))
-    return int(min(CDF_BLOCK, max(MIN_CDF_BLOCK, block)))
-
-
-def _block_cumsum(x: tf.Tensor) -> tf.Tensor:
-    """Cumulative sum over a last axis of `block` entries (static).
-
-    TensorFlow's CPU cumsum kernel is slow; a product with an upper-triangular
-    matrix of ones is the same sum on the matmul units.
-    """
-    block = x.shape[-1]
-    upper = tf.linalg.band_part(tf.ones([block, block], x.dtype), 0, -1)
-    return tf.reshape(tf.matmul(tf.reshape(x, [-1, block]), upper), tf.shape(x))
-
-
-def categorical(
-    logits: tf.Tensor,
-    num_samples: int,
-    seed: tf.Tensor,
-    size: int = CDF_BLOCK,
-) -> tf.Tensor:
-    """Exact draws from softmax(logits) per row, by inverting the CDF in two levels.
-
-    A cumulative sum over a whole catalog row is slow on CPU, so the row is cut
-    into blocks of `size` items (`cdf_block` picks it): a draw first picks a
-    block from the cumulative block masses, then an item from that block's own
-    cumulative sum. Same law as one flat inverse CDF, whatever the block; core
-    ops only (XLA compiles it).
-
-    Args:
-        logits: [rows, m]; -inf entries are never drawn.
-        num_samples: draws per row (with replacement).
-        seed: [2] stateless seed.
-        size: items per block (static).
-
-    Returns:
-        [rows, num_samples] int64 column indices.
-    """
-    rows, m = tf.shape(logits)[0], tf.shape(logits)[1]
-    num_blocks = (m + size - 1) // size
-    probs = tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True))
-    probs = tf.pad(probs, [[0, 0], [0, num_blocks * size - m]])
-    probs = tf.reshape(probs, [rows, num_blocks, size])  # (rows, nb, block)
-    # Sequential cumsum: a zero-mass block keeps the CDF exactly flat.
-    block_cdf = tf.cumsum(tf.reduce_sum(probs, axis=-1), axis=-1)  # (rows, nb)
-    # u in (0, total]: the first position whose CDF reaches u has positive mass.
-    u = 1.0 - tf.random.stateless_uniform([rows, num_samples], seed)
-    u = tf.cast(u, probs.dtype) * block_cdf[:, -1:]  # (rows, k)
-    block = tf.minimum(
-        tf.searchsorted(block_cdf, u, side="left", out_type=tf.int32), num_blocks - 1
-    )  # (rows, k)
-    before = tf.gather(
-        tf.pad(block_cdf, [[0, 0], [1, 0]]), block, batch_dims=1
-    )  # (rows, k), CDF up to the chosen block
-    inner_probs = tf.gather(probs, block, batch_dims=1)  # (rows, k, block)
-    inner_cdf = _block_cumsum(inner_probs)
-    residual = tf.minimum(u - before, inner_cdf[:, :, -1])  # (rows, k), > 0
-    inner = tf.searchsorted(
-        tf.reshape(inner_cdf, [-1, size]),
-        tf.reshape(residual, [-1, 1]),
-        side="left",
-        out_type=tf.int32,
-    )
-    inner = tf.minimum(tf.reshape(inner, [rows, num_samples]), size - 1)
-    # The matmul CDF may round a zero-mass entry (the masked target) a hair
-    # above its left neighbour; never pick such an entry: take the last
-    # positive-mass entry at or before the pick (the first one if none).
-    positions = tf.range(size, dtype=tf.int32)
-    positive = inner_probs > 0
-    allowed = tf.logical_and(positive, positions <= inner[:, :, None])
-    last = tf.reduce_max(tf.where(allowed, positions, -1), axis=-1)
-    first = tf.argmax(tf.cast(positive, tf.int32), axis=-1, output_type=tf.int32)
-    inner = tf.where(last >= 0, last, first)
-    return tf.cast(block * size + inner, tf.int64)
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")
@@ -163,6 +77,10 @@ class GenNiSampler(NegativeSampler):
             whatever the catalog.
         cluster_samples: R, candidates per negative of the two-level draw.
         cluster_refresh: draws (training steps) between k-means refreshes.
+        successors: S, for extra candidates of each position when V' is a
+            subset: the position's input item and the S items that most often
+            followed it (`set_successors` fills the table; None: off). Cost
+            per position: 1 + S scores more.
 
     Example:
 
@@ -185,6 +103,7 @@ class GenNiSampler(NegativeSampler):
         clusters: int | None = None,
         cluster_samples: int = DEFAULT_CLUSTER_SAMPLES,
         cluster_refresh: int = DEFAULT_CLUSTER_REFRESH,
+        successors: int | None = None,
         **kwargs,
     ):
         super().__init__(num_items, num_negatives, seed, **kwargs)
@@ -201,12 +120,16 @@ class GenNiSampler(NegativeSampler):
             max_candidates=max_candidates,
             cluster_samples=cluster_samples,
             cluster_refresh=cluster_refresh,
+            successors=successors,
         )
+        if clusters is not None and successors is not None:
+            raise ValueError("`successors` and `clusters` are two different draws.")
         if clusters is not None and not 2 <= clusters <= num_items:
             raise ValueError(
                 f"`clusters` must be in [2, num_items = {num_items}]. Got {clusters}."
             )
         self.clusters = clusters
+        self.successors = successors
         self.cluster_samples = cluster_samples
         self.cluster_refresh = cluster_refresh
         self.max_candidates = max_candidates
@@ -260,7 +183,36 @@ class GenNiSampler(NegativeSampler):
             self.cluster_offsets = state("cluster_offsets", [self.clusters], tf.int32)
             self.cluster_sizes = state("cluster_sizes", [self.clusters], tf.int32)
             self.cluster_draws = state("cluster_draws", [], tf.int64)
+        if self.successors is not None:  # Filled by `set_successors`.
+            self.successor_table = self.add_weight(
+                name="successor_table",
+                shape=[self.num_items + 1, self.successors],
+                dtype=tf.int32,
+                initializer="zeros",
+                trainable=False,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
         super().build(input_shape)
+
+    def set_successors(self, table) -> None:
+        """Fill the successor table: [num_items + 1, S] item ids, row i the
+        items that most often followed item i (0: none), each at most once a
+        row (`genni.pipeline.training.data.successor_table` builds it)."""
+        if self.successors is None:
+            raise ValueError("This sampler was built without `successors`.")
+        shape = (self.num_items + 1, self.successors)
+        if tuple(table.shape) != shape:
+            raise ValueError(f"A successor table of shape {shape}. Got {table.shape}.")
+        if not self.built:
+            self.build(tf.TensorShape([None, None]))
+        self.successor_table.assign(tf.cast(table, tf.int32))
+
+    @property
+    def num_extra(self) -> int:
+        """Per-position candidates beside V': its input item and S successors
+        where V' is a subset, else 0 (every item is scored already)."""
+        subset = self.num_candidates < self.num_items
+        return 1 + self.successors if self.successors is not None and subset else 0
 
     @property
     def chunk_rows(self) -> int:
@@ -270,13 +222,18 @@ class GenNiSampler(NegativeSampler):
         draw for the within-block CDF.
         """
         block = self.cdf_block
-        blocks = -(-self.num_candidates // block) + self.num_negatives
+        blocks = -(-self.width // block) + self.num_negatives
         return max(1, self.max_logits // (blocks * block))
+
+    @property
+    def width(self) -> int:
+        """Logits of one position's draw: V' and its extra candidates."""
+        return self.num_candidates + self.num_extra
 
     @property
     def cdf_block(self) -> int:
         """Items per CDF block of the draw (`cdf_block`)."""
-        return cdf_block(self.num_candidates, self.num_negatives)
+        return cdf_block(self.width, self.num_negatives)
 
     def call(
         self,
@@ -285,6 +242,7 @@ class GenNiSampler(NegativeSampler):
         item_embeddings: tf.Tensor,
         exclude: tf.RaggedTensor | None = None,
         return_log_q: bool = False,
+        previous: tf.Tensor | None = None,
     ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
         """Draw negatives.
 
@@ -297,6 +255,9 @@ class GenNiSampler(NegativeSampler):
                 falls back to excluding only its target.
             return_log_q: also return log Q of each draw, for the importance
                 correction of a sampled softmax.
+            previous: [N] the input item of each position: with
+                `successors`, it and its successors are the row's extra
+                candidates; None: no extras.
 
         Returns:
             [N, k] int64 item ids in 1..num_items; with `return_log_q`, also
@@ -304,6 +265,13 @@ class GenNiSampler(NegativeSampler):
             it came from, softmax(alpha * h . e) over the row's candidates, plus
             log(beta') = log(m / num_items) when V' is a uniform subset of m
             items, so that exp(s_j) / Q estimates a sum over the whole catalog.
+
+        With extra candidates E (a row's input item and its successors, never
+        its target, its excluded items or a repeat), a row draws from E and
+        the members of V' outside E with weights exp(s_j) / P(j in the row's
+        candidates): 1 in E, P(in V') in V' (a Horvitz-Thompson estimate of
+        the mass outside E), so that the draw's law still tends to the exact
+        softmax; log Q is s_j - log of that estimate of the catalog's mass.
         """
         alpha = tf.cast(self.alpha, queries.dtype)
         # alpha * (h . e) = (alpha * h) . e: scale the N queries, not N x m logits.
@@ -333,6 +301,14 @@ class GenNiSampler(NegativeSampler):
         elems = (chunk_queries, chunk_masked, seeds)
         if per_group:  # Seeds of each group's V'.
             elems += (tf.transpose(self.generator.make_seeds(num_chunks)),)
+        extras = self.num_extra > 0 and previous is not None
+        if extras:  # Each row's input item and its successors: (C, rows, 1 + S).
+            previous = tf.cast(tf.reshape(previous, [-1, 1]), tf.int64)
+            successors = tf.gather(
+                self.successor_table, tf.cast(previous[:, 0], tf.int32)
+            )
+            extra_ids = tf.concat([previous, tf.cast(successors, tf.int64)], axis=1)
+            elems += (_in_chunks(extra_ids, rows),)
 
         def mask(logits: tf.Tensor, columns: tf.Tensor) -> tf.Tensor:
             """-inf at columns [rows, w] >= 0; the others keep their logits."""
@@ -376,13 +352,58 @@ class GenNiSampler(NegativeSampler):
                     ),
                     lambda: masked_logits,
                 )
+            if not extras:
+                picks = categorical(
+                    masked_logits, self.num_negatives, seed, self.cdf_block
+                )  # (rows, k)
+                if not return_log_q:
+                    return tf.gather(chunk_ids, picks)
+                log_q = tf.gather(tf.nn.log_softmax(masked_logits), picks, batch_dims=1)
+                return tf.gather(chunk_ids, picks), log_q + log_subset
+            extra_ids = args[-1]  # (rows, S)
+            # An extra that is a row's target, excluded, padding or a repeat
+            # is never drawn; V''s copy of an extra is left to the extra.
+            earlier = tf.linalg.band_part(
+                tf.ones([self.num_extra, self.num_extra], tf.bool), 0, -1
+            ) & ~tf.eye(self.num_extra, dtype=tf.bool)  # (S, S): j < l
+            bad = (
+                (extra_ids <= 0)
+                | tf.reduce_any(extra_ids[:, :, None] == ids[:, None, :], axis=-1)
+                | tf.reduce_any(
+                    (extra_ids[:, :, None] == extra_ids[:, None, :])
+                    & earlier[None, :, :],
+                    axis=1,
+                )
+            )  # (rows, S)
+            extra_logits = tf.squeeze(
+                tf.matmul(
+                    tf.gather(table, tf.maximum(extra_ids - 1, 0)), q[:, :, None]
+                ),
+                -1,
+            )  # (rows, S)
+            extra_logits = tf.where(bad, tf.cast(NEG_INF, q.dtype), extra_logits)
+            masked_logits = mask(
+                masked_logits,
+                tf.where(
+                    bad, tf.constant(-1, tf.int64), _columns(extra_ids, chunk_ids)
+                ),
+            )
+            weighted = tf.concat(
+                [masked_logits - log_subset, extra_logits], axis=1
+            )  # (rows, m + S): exp(s) / P(candidate)
             picks = categorical(
-                masked_logits, self.num_negatives, seed, self.cdf_block
+                weighted, self.num_negatives, seed, self.cdf_block
             )  # (rows, k)
+            in_subset = picks < m
+            drawn = tf.where(
+                in_subset,
+                tf.gather(chunk_ids, tf.minimum(picks, m - 1)),
+                tf.gather(extra_ids, tf.maximum(picks - m, 0), batch_dims=1),
+            )
             if not return_log_q:
-                return tf.gather(chunk_ids, picks)
-            log_q = tf.gather(tf.nn.log_softmax(masked_logits), picks, batch_dims=1)
-            return tf.gather(chunk_ids, picks), log_q + log_subset
+                return drawn
+            log_q = tf.gather(tf.nn.log_softmax(weighted), picks, batch_dims=1)
+            return drawn, log_q + tf.where(in_subset, log_subset, 0.0)
 
         # log P(an item is in V'): m / N, or 1 - (1 - 1/N)^m for m draws.
         log_subset = (
@@ -605,6 +626,7 @@ class GenNiSampler(NegativeSampler):
             clusters=self.clusters,
             cluster_samples=self.cluster_samples,
             cluster_refresh=self.cluster_refresh,
+            successors=self.successors,
         )
         return config
 

@@ -19,6 +19,12 @@ an item in it uniformly), with weights w = exp(s) / P. Its marginal law is
 
 W' the weights of R - 1 other candidates from P; `resampled_law` takes the
 expectation the same way.
+
+With successors (`GenNiSampler(successors=S)`), a row's candidates are its
+extra items E (always scored) and the members of the uniform subset outside
+E, weighted up by N / M. `successor_law` gives its marginal law the same way:
+Q(i) = E[w_i / (Z_E + W_U)] for i in E, and (M / N) E[w_i / (Z_E + w_i + W')]
+outside E, w = exp(s) N / M outside E.
 """
 
 from __future__ import annotations
@@ -95,6 +101,56 @@ def resampled_law(
             share += w / (w + other)
         laws[r] = proposal[r] * share
         laws[r] /= laws[r].sum()
+    return laws
+
+
+def successor_law(
+    logits: np.ndarray,
+    extras: np.ndarray,
+    cap: int,
+    draws: int = 32,
+    seed: int = 0,
+) -> np.ndarray:
+    """The law of each row of a draw over its extra items (`extras`, a [rows, N]
+    bool mask) and a uniform subset of `cap` items weighted by N / cap (the
+    subset's members in the row's extras count once, as extras), over `draws`
+    samples of the subset. Masked items have logit -inf."""
+    logits = np.atleast_2d(np.asarray(logits, dtype=np.float64))
+    extras = np.atleast_2d(np.asarray(extras, dtype=bool))
+    rows, n = logits.shape
+    if cap >= n:
+        return softmax(logits)
+    if cap < 1 or draws < 1:
+        raise ValueError(f"cap and draws must be positive. Got {cap}, {draws}.")
+    rng = np.random.default_rng(seed)
+    laws = np.empty_like(logits)
+    for r in range(rows):
+        mass = np.exp(logits[r] - logits[r].max())
+        extra = extras[r]
+        weight = np.where(extra, 0.0, mass * n / cap)  # Outside E, up-weighted.
+        fixed = mass[extra].sum()  # Z_E
+        law = np.zeros(n)
+        for _ in range(draws):
+            subset = rng.choice(n, cap, replace=False)
+            total = weight[subset].sum()  # W_U, E's members left out
+            inside = np.zeros(n, dtype=bool)
+            inside[subset] = True
+            # Outside E: the weight of a uniform (cap - 1)-subset of the
+            # other items, as in `capped_law`.
+            others = np.where(
+                inside, total - weight, total - weight[rng.choice(subset)]
+            )
+            outside = (
+                (cap / n)
+                * weight
+                / np.maximum(
+                    fixed + weight + np.maximum(others, 0.0), np.finfo(float).tiny
+                )
+            )
+            law += np.where(
+                extra, mass / max(fixed + total, np.finfo(float).tiny), outside
+            )
+        laws[r] = law / law.sum()
     return laws
 
 

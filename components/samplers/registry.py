@@ -32,7 +32,8 @@ class SamplerConfig:
     `max_candidates` (most items scored per draw; None: beta's share, uncapped),
     `clusters` (C of the two-level draw over item clusters; None: off),
     `cluster_samples` (its R candidates per row), `cluster_refresh` (draws
-    between its k-means refreshes).
+    between its k-means refreshes), `successors` (S: each position also
+    scores the S items that most often followed its input item; None: off).
     Popularity: `gamma` (exponent of the counts). `seed`: the sampler's own
     random stream.
     """
@@ -47,6 +48,7 @@ class SamplerConfig:
     clusters: int | None = None
     cluster_samples: int = DEFAULT_CLUSTER_SAMPLES
     cluster_refresh: int = DEFAULT_CLUSTER_REFRESH
+    successors: int | None = None
     gamma: float = 1.0
     seed: int | None = None
 
@@ -149,6 +151,7 @@ def _genni(config: SamplerConfig, num_items: int, item_counts):
         clusters=config.clusters,
         cluster_samples=config.cluster_samples,
         cluster_refresh=config.cluster_refresh,
+        successors=config.successors,
         **bound,
     )
 

@@ -127,6 +127,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "draw's clusters (default 100).",
     )
     parser.add_argument(
+        "--successors",
+        type=int,
+        default=None,
+        metavar="S",
+        help="Beside a capped GenNi draw's uniform candidates (--max-candidates "
+        "below the catalog), each position also scores its input item and the "
+        "S items that most often followed it in the training data, where a "
+        "trained model's mass sits; the uniform ones are weighted up by the "
+        "catalog over M, so the draw still estimates GenNi's exact law. 1 + S "
+        "more scores a position; nothing changes where every item is scored. "
+        "0: off (the default).",
+    )
+    parser.add_argument(
         "--draw-budget",
         type=int,
         default=None,
@@ -285,6 +298,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         values["draw_budget"] = None
     if getattr(args, "clusters", None) == 0:  # The uniform-subset draw.
         values["clusters"] = None
+    if getattr(args, "successors", None) == 0:  # No successor candidates.
+        values["successors"] = None
     if values.get("dropout") is not None and "attention_dropout" not in values:
         values["attention_dropout"] = values["dropout"]
     if getattr(args, "preset", None):

@@ -42,6 +42,7 @@ LATER_SETTINGS = {
     "clusters": None,
     "cluster_samples": DEFAULT_CLUSTER_SAMPLES,
     "cluster_refresh": DEFAULT_CLUSTER_REFRESH,
+    "successors": None,
 }
 
 # What only a sampler reads: the full-softmax loss draws no negatives, so a
@@ -62,6 +63,7 @@ SAMPLER_SETTINGS = (
     "clusters",
     "cluster_samples",
     "cluster_refresh",
+    "successors",
 )
 
 # `genni pretrain`'s length, which pre-training names leave out.

@@ -110,7 +110,9 @@ class TrainConfig(_Settings):
     budget), `clusters` (C: GenNi's two-level draw over C k-means clusters
     of the items instead of a uniform subset; None: off), `cluster_samples`
     (R, candidates per row it resamples from), `cluster_refresh` (steps
-    between k-means refreshes). Training: `loss`
+    between k-means refreshes), `successors` (S: beside a capped V', each
+    position also scores the S items that most often followed its input item
+    in the training data; None: off). Training: `loss`
     (`sampled_softmax`: cross-entropy over the positive and its k negatives,
     with `logq_correction` subtracting log(k Q) of each draw; see
     `genni.components.losses.sampled_softmax_loss`),
@@ -143,6 +145,7 @@ class TrainConfig(_Settings):
     clusters: int | None = None
     cluster_samples: int = DEFAULT_CLUSTER_SAMPLES
     cluster_refresh: int = DEFAULT_CLUSTER_REFRESH
+    successors: int | None = None
     loss: str = "bce"
     logq_correction: bool = True
     epochs: int = 200
@@ -177,17 +180,26 @@ class TrainConfig(_Settings):
             "beta_group",
             "max_candidates",
             "draw_budget",
+            "successors",
         )
         self._at_least_one("cluster_samples", "cluster_refresh")
         if self.clusters is not None and self.clusters < 2:
             raise ValueError(f"`clusters` must be at least 2. Got {self.clusters}.")
+        if self.clusters is not None and self.successors is not None:
+            raise ValueError(
+                "--clusters and --successors are two different GenNi draws: choose one."
+            )
         generated = registry.model_generated()
         if self.sampler not in generated and (
-            self.alpha_step or self.beta_growth or self.beta_group or self.clusters
+            self.alpha_step
+            or self.beta_growth
+            or self.beta_group
+            or self.clusters
+            or self.successors
         ):
             raise ValueError(
-                "--self-adjust-alpha, --beta-schedule, --beta-group and "
-                f"--clusters need --sampler {' or '.join(generated)}."
+                "--self-adjust-alpha, --beta-schedule, --beta-group, "
+                f"--clusters and --successors need --sampler {' or '.join(generated)}."
             )
 
     def model(self, info) -> SASRecConfig:
@@ -228,6 +240,7 @@ class TrainConfig(_Settings):
             ),
             cluster_samples=self.cluster_samples,
             cluster_refresh=self.cluster_refresh,
+            successors=self.successors,
             gamma=self.gamma,
             seed=registry.sampler_seed(self.seed, 1),
         )

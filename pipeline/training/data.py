@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from genni.components import schema
-from genni.components.samplers import budget
+from genni.components.samplers import budget, successors
 
 SHUFFLE_SEED_STRIDE = 1_000_003
 
@@ -115,6 +115,20 @@ def item_counts(data_dir: str, max_len: int, num_items: int) -> np.ndarray:
     return counts
 
 
+def successor_table(data_dir: str, max_len: int, num_items: int, size: int):
+    """[num_items + 1, size] each item's most frequent successors over the
+    training portion (the valid split's histories, as `item_counts`)."""
+
+    def histories():
+        for batch in batches(
+            records(data_dir, schema.VALID), max_len, schema.VALID, 1024
+        ):
+            history = batch[schema.HISTORY]
+            yield history.flat_values.numpy(), history.row_splits.numpy()
+
+    return successors.successor_table(histories(), num_items, size)
+
+
 class Dataset:
     """A preprocessed dataset, opened once and passed to whatever reads it.
 
@@ -175,6 +189,11 @@ class Dataset:
         if self._item_counts is None:
             self._item_counts = item_counts(self.path, self.max_len, self.num_items)
         return self._item_counts
+
+    def successor_table(self, size: int) -> np.ndarray:
+        """[num_items + 1, size] each item's most frequent successors in
+        training (`genni.components.samplers.successors`)."""
+        return successor_table(self.path, self.max_len, self.num_items, size)
 
     def stats(self) -> dict:
         """`stats.json` as `genni preprocess` wrote it."""

@@ -24,12 +24,17 @@ BEST_DIR = "best"
 
 
 def build_model(
-    config: TrainConfig, dataset: Dataset, item_counts: np.ndarray | None = None
+    config: TrainConfig,
+    dataset: Dataset,
+    item_counts: np.ndarray | None = None,
+    successors: bool = True,
 ) -> SequentialRetrievalModel:
     """The model of `config` on `dataset`, compiled, its variables created.
 
     `item_counts`: the counts a popularity sampler draws from (default: the
-    dataset's); samplers that need none ignore them.
+    dataset's); samplers that need none ignore them. `successors`: fill a
+    GenNi sampler's successor table from the dataset (False where a
+    checkpoint restores it, or nothing draws).
     """
     info = dataset.info
     encoder = build_encoder(config.model(info))
@@ -55,6 +60,11 @@ def build_model(
     )
     model.compile(optimizer=tf.keras.optimizers.Adam(config.learning_rate))
     model(tf.zeros([1, info.max_len], tf.int64))  # Create the variables.
+    if sampler is not None and config.successors is not None:
+        if successors:
+            sampler.set_successors(dataset.successor_table(config.successors))
+        elif not sampler.built:  # Its table, for a checkpoint to restore.
+            sampler.build(tf.TensorShape([None, None]))
     return model
 
 
@@ -86,7 +96,9 @@ def load_run(
     config = read_config(run_dir, data_dir)
     dataset = dataset or Dataset.open(config.data)
     # The weights do not depend on a popularity sampler's counts.
-    model = build_model(config, dataset, np.ones(dataset.num_items + 1))
+    model = build_model(
+        config, dataset, np.ones(dataset.num_items + 1), successors=False
+    )
     best_path = os.path.join(run_dir, BEST_DIR, "weights")
     if not tf.io.gfile.exists(best_path + ".index"):
         raise FileNotFoundError(f"{run_dir!r} has no best weights yet.")

@@ -280,7 +280,13 @@ def _say_candidates(model, config: TrainConfig, dataset: Dataset) -> None:
             f"--draw-budget {config.draw_budget:,} over {positions:,.0f} "
             "positions a step"
         )
-    print(f"GenNi scores {m:,} of {n:,} items per draw ({why}).", flush=True)
+    extra = (
+        f", and each position's input item and its {config.successors} most "
+        "frequent successors (--successors)"
+        if sampler.num_extra
+        else ""
+    )
+    print(f"GenNi scores {m:,} of {n:,} items per draw ({why}){extra}.", flush=True)
 
 
 def _train(

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from genni.components.samplers import GenNiSampler, PopularitySampler, UniformSampler
-from genni.components.samplers.genni import categorical, cdf_block
+from genni.components.samplers.categorical import categorical, cdf_block
 
 V = 20  # items 1..20
 D = 4

@@ -140,6 +140,39 @@ def test_the_two_level_draw_trains_and_resumes_with_its_clusters(
             assert resumed[split][name] == pytest.approx(value, abs=1e-9), name
 
 
+def test_successor_candidates_train_resume_and_load_with_their_table(
+    dataset, tmp_path, monkeypatch
+):
+    from genni.pipeline.training.model import load_run
+
+    data, stats = dataset
+    kwargs = dict(max_candidates=16, successors=4, epochs=2)
+    straight = train.train(_config(data, tmp_path / "a", **kwargs), verbose=0)
+    random_ndcg10 = 100 * sum(1 / np.log2(r + 2) for r in range(10)) / stats["items"]
+    assert straight["test"]["NDCG@10"] > 3 * random_ndcg10
+    table = Dataset.open(data).successor_table(4)
+    assert (table[1:, 0] > 0).mean() > 0.5  # Most items have a successor.
+    loaded = load_run(str(tmp_path / "a"))  # The table comes with the weights.
+    np.testing.assert_array_equal(loaded.sampler.successor_table.numpy(), table)
+    original = train._log_epoch
+
+    def killed_in_epoch_2(writer, record):
+        if record["epoch"] == 2:
+            raise KeyboardInterrupt
+        original(writer, record)
+
+    monkeypatch.setattr(train, "_log_epoch", killed_in_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        train.train(_config(data, tmp_path / "b", **kwargs), verbose=0)
+    monkeypatch.setattr(train, "_log_epoch", original)
+    resumed = train.train(
+        _config(data, tmp_path / "b", **kwargs), resume=True, verbose=0
+    )
+    for split in ("valid", "test"):
+        for name, value in straight[split].items():
+            assert resumed[split][name] == pytest.approx(value, abs=1e-9), name
+
+
 def test_each_sampler_and_loss_trains(dataset, tmp_path):
     data, stats = dataset
     # A random ranking of the items: NDCG@10 = sum_{r<10} 1/log2(r+2) / items
@@ -341,8 +374,14 @@ def test_a_preset_is_overridden_by_the_config_file_and_then_by_flags(tmp_path):
     assert (clustered.clusters, clustered.cluster_samples) == (256, 32)
     assert clustered.sampler_config(num_items=100).clusters == 100
     assert settings("--clusters", "0").clusters is None
-    with pytest.raises(ValueError, match="--clusters need"):
+    with pytest.raises(ValueError, match="--clusters and --successors need"):
         settings("--clusters", "64", "--sampler", "uniform")
+    # Successor candidates: off unless asked for; not with the clusters.
+    assert recommended.successors is None and paper.successors is None
+    assert settings("--successors", "16").sampler_config().successors == 16
+    assert settings("--successors", "0").successors is None
+    with pytest.raises(ValueError, match="two different GenNi draws"):
+        settings("--successors", "4", "--clusters", "8")
     assert settings("--draw-budget", "0").draw_budget is None
     assert settings("--draw-budget", "1024").draw_budget == 1024
     with pytest.raises(ValueError, match="Unknown preset 'fast'"):
