@@ -34,6 +34,7 @@ import math
 import tensorflow as tf
 
 from genni.components.samplers import budget, clusters
+from genni.components.samplers import rows as row_draws
 from genni.components.samplers.base import NegativeSampler
 from genni.components.samplers.budget import (
     DEFAULT_CLUSTER_REFRESH,
@@ -290,8 +291,13 @@ class GenNiSampler(NegativeSampler):
             candidate_ids, candidates = self._candidates(table, self._seed())
         masked = _never_drawn(targets, exclude)  # (N, 1 + L)
         n = tf.shape(queries)[0]
+        repeats = per_group and self.group_draws_with_replacement
+        per_row = repeats and self.beta_group == 1  # Each position its own V'.
         limit = self.chunk_rows
-        if per_group:
+        if per_row:  # A chunk holds its rows' candidate embeddings.
+            d = int(queries.shape[-1] or 64)
+            limit = max(1, self.max_logits // (self.width * (d + 1)))
+        elif per_group:
             limit = min(limit, self.beta_group)
         rows = tf.maximum(tf.minimum(limit, n), 1)  # No padding past N.
         chunk_queries = _in_chunks(queries, rows)  # (C, rows, d)
@@ -325,10 +331,10 @@ class GenNiSampler(NegativeSampler):
                 tf.cast(tf.reshape(new, [-1]), logits.dtype),
             )
 
-        repeats = per_group and self.group_draws_with_replacement
-
         def draw_chunk(args: tuple) -> tf.Tensor:
             q, ids, seed = args[:3]
+            if per_row:
+                return draw_rows(args)
             if repeats:
                 chunk_ids, chunk_candidates, repeated = self._drawn_candidates(
                     table, args[3]
@@ -352,58 +358,51 @@ class GenNiSampler(NegativeSampler):
                     ),
                     lambda: masked_logits,
                 )
-            if not extras:
-                picks = categorical(
-                    masked_logits, self.num_negatives, seed, self.cdf_block
-                )  # (rows, k)
-                if not return_log_q:
-                    return tf.gather(chunk_ids, picks)
-                log_q = tf.gather(tf.nn.log_softmax(masked_logits), picks, batch_dims=1)
-                return tf.gather(chunk_ids, picks), log_q + log_subset
-            extra_ids = args[-1]  # (rows, S)
-            # An extra that is a row's target, excluded, padding or a repeat
-            # is never drawn; V''s copy of an extra is left to the extra.
-            earlier = tf.linalg.band_part(
-                tf.ones([self.num_extra, self.num_extra], tf.bool), 0, -1
-            ) & ~tf.eye(self.num_extra, dtype=tf.bool)  # (S, S): j < l
-            bad = (
-                (extra_ids <= 0)
-                | tf.reduce_any(extra_ids[:, :, None] == ids[:, None, :], axis=-1)
-                | tf.reduce_any(
-                    (extra_ids[:, :, None] == extra_ids[:, None, :])
-                    & earlier[None, :, :],
-                    axis=1,
-                )
-            )  # (rows, S)
-            extra_logits = tf.squeeze(
-                tf.matmul(
-                    tf.gather(table, tf.maximum(extra_ids - 1, 0)), q[:, :, None]
-                ),
-                -1,
-            )  # (rows, S)
-            extra_logits = tf.where(bad, tf.cast(NEG_INF, q.dtype), extra_logits)
-            masked_logits = mask(
+            extra = None
+            if extras:  # An extra's copy in V' is left to the extra.
+                extra_ids = args[-1]  # (rows, E)
+                scores, bad = row_draws.extra_logits(q, table, extra_ids, ids)
+                none = tf.constant(-1, tf.int64)
+                columns = tf.where(bad, none, _columns(extra_ids, chunk_ids))
+                masked_logits = mask(masked_logits, columns)
+                extra = (scores, extra_ids)
+            return row_draws.draw(
                 masked_logits,
-                tf.where(
-                    bad, tf.constant(-1, tf.int64), _columns(extra_ids, chunk_ids)
-                ),
+                chunk_ids,
+                log_subset,
+                self.num_negatives,
+                seed,
+                extra,
+                return_log_q,
             )
-            weighted = tf.concat(
-                [masked_logits - log_subset, extra_logits], axis=1
-            )  # (rows, m + S): exp(s) / P(candidate)
-            picks = categorical(
-                weighted, self.num_negatives, seed, self.cdf_block
-            )  # (rows, k)
-            in_subset = picks < m
-            drawn = tf.where(
-                in_subset,
-                tf.gather(chunk_ids, tf.minimum(picks, m - 1)),
-                tf.gather(extra_ids, tf.maximum(picks - m, 0), batch_dims=1),
+
+        def draw_rows(args: tuple) -> tf.Tensor:
+            """A chunk's draw where each position has its own V' (`beta_group`
+            1 on a large catalog): the same law as a group of one position,
+            without a `map_fn` step per position."""
+            q, ids, seed = args[:3]
+            chunk_ids, logits = row_draws.row_candidates(q, table, ids, args[3], m)
+            extra = None
+            if extras:  # An extra's copy in V' is left to the extra.
+                extra_ids = args[-1]
+                scores, bad = row_draws.extra_logits(q, table, extra_ids, ids)
+                valid = tf.where(bad, tf.constant(0, tf.int64), extra_ids)
+                copy = tf.reduce_any(chunk_ids[:, :, None] == valid[:, None, :], -1)
+                logits = tf.where(copy, tf.cast(NEG_INF, logits.dtype), logits)
+                extra = (scores, extra_ids)
+            else:  # Rows with nothing left (rare) keep all but the target.
+                empty = tf.reduce_all(tf.math.is_inf(logits), axis=-1, keepdims=True)
+                fallback = tf.where(chunk_ids == ids[:, :1], NEG_INF, 0.0)
+                logits = tf.where(empty, tf.cast(fallback, logits.dtype), logits)
+            return row_draws.draw(
+                logits,
+                chunk_ids,
+                log_subset,
+                self.num_negatives,
+                seed,
+                extra,
+                return_log_q,
             )
-            if not return_log_q:
-                return drawn
-            log_q = tf.gather(tf.nn.log_softmax(weighted), picks, batch_dims=1)
-            return drawn, log_q + tf.where(in_subset, log_subset, 0.0)
 
         # log P(an item is in V'): m / N, or 1 - (1 - 1/N)^m for m draws.
         log_subset = (

@@ -43,30 +43,9 @@ def capped_law(
 ) -> np.ndarray:
     """Q_M of each row of `logits` [rows, N]: the law of a draw that scores a
     uniform subset of `cap` items, over `draws` samples of the others' mass.
-    At `cap` >= N, the exact law."""
+    At `cap` >= N, the exact law. (`successor_law` without extra items.)"""
     logits = np.atleast_2d(np.asarray(logits, dtype=np.float64))
-    rows, n = logits.shape
-    if cap >= n:
-        return softmax(logits)
-    if cap < 1 or draws < 1:
-        raise ValueError(f"cap and draws must be positive. Got {cap}, {draws}.")
-    rng = np.random.default_rng(seed)
-    laws = np.empty_like(logits)
-    for r in range(rows):
-        mass = np.exp(logits[r] - logits[r].max())
-        law = np.zeros(n)
-        for _ in range(draws):
-            # A uniform subset V of `cap` items; Z' for item i is the mass of
-            # V without i if i is in V, else of V without one random member:
-            # a uniform (cap - 1)-subset of the items other than i either way.
-            subset = rng.choice(n, cap, replace=False)
-            total = mass[subset].sum()
-            inside = np.zeros(n, dtype=bool)
-            inside[subset] = True
-            others = np.where(inside, total - mass, total - mass[rng.choice(subset)])
-            law += mass / (mass + np.maximum(others, 0.0))
-        laws[r] = law / law.sum()
-    return laws
+    return successor_law(logits, np.zeros(logits.shape, dtype=bool), cap, draws, seed)
 
 
 def resampled_law(
@@ -135,8 +114,9 @@ def successor_law(
             total = weight[subset].sum()  # W_U, E's members left out
             inside = np.zeros(n, dtype=bool)
             inside[subset] = True
-            # Outside E: the weight of a uniform (cap - 1)-subset of the
-            # other items, as in `capped_law`.
+            # Outside E, W' for item i is the weight of U without i if i is in
+            # U, else of U without one random member: a uniform (cap - 1)-subset
+            # of the items other than i either way.
             others = np.where(
                 inside, total - weight, total - weight[rng.choice(subset)]
             )

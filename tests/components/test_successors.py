@@ -43,12 +43,15 @@ def _sampler(n, cap, successors, **kwargs):
     return sampler
 
 
-def test_the_draw_with_successors_has_the_closed_form_law_and_nears_the_exact():
-    # 40 items, 4 uniform candidates: alone they rarely hold the query's
+@pytest.mark.parametrize("n, group", [(40, None), (160, 1)])
+def test_the_draw_with_successors_has_the_closed_form_law_and_nears_the_exact(n, group):
+    # n items, 4 uniform candidates: alone they rarely hold the query's
     # heavy items; with them as successors of the input item (9, itself an
     # extra candidate) the law comes near the exact softmax, and it is
-    # `law.successor_law`'s.
-    n, cap, rows, calls = 40, 4, 50, 160
+    # `law.successor_law`'s. A V' per batch of 50 positions, or one per
+    # position (a large catalog's: 4 ids drawn with replacement, repeats
+    # masked, which rarely differs from 4 distinct ones here).
+    cap, rows, calls = 4, 50, 160
     rng = np.random.default_rng(0)
     items = rng.normal(size=(n + 1, D)).astype(np.float32)
     query = rng.normal(size=(1, D)).astype(np.float32) * 2
@@ -57,7 +60,8 @@ def test_the_draw_with_successors_has_the_closed_form_law_and_nears_the_exact():
     heavy = [int(i) + 1 for i in np.argsort(-logits)[:2]]
     table = np.zeros((n + 1, 4), np.int64)
     table[9] = [heavy[0], target, heavy[1], heavy[0]]  # The target; a repeat.
-    sampler = _sampler(n, cap, 4)
+    sampler = _sampler(n, cap, 4, beta_group=group)
+    assert sampler.group_draws_with_replacement == (group is not None)
     sampler.set_successors(table)
     draw = tf.function(
         lambda: sampler(
@@ -179,3 +183,20 @@ def test_an_extra_in_the_uniform_subset_counts_once():
     assert law.total_variation(freq, closed) < 0.03
     ratio = freq[[4, 5, 6]].mean() / np.delete(freq, [0, 4, 5, 6]).mean()
     assert 0.8 < ratio < 1.2
+
+
+def test_row_candidates_mask_repeats_and_never_drawn_ids():
+    from genni.components.samplers import rows
+
+    table = tf.random.stateless_normal([6, D], [0, 3])  # Items 1..6.
+    queries = tf.random.stateless_normal([500, D], [1, 3])
+    never = tf.constant([[2, 0]] * 500, tf.int64)
+    ids, logits = rows.row_candidates(queries, table, never, tf.constant([5, 6]), 8)
+    ids, logits = ids.numpy(), logits.numpy()
+    assert ids.min() >= 1 and ids.max() <= 6 and np.all(np.diff(ids, axis=1) >= 0)
+    repeat = np.concatenate([np.zeros((500, 1), bool), ids[:, 1:] == ids[:, :-1]], 1)
+    np.testing.assert_array_equal(np.isinf(logits), repeat | (ids == 2))
+    scores = np.einsum("rd,rmd->rm", queries.numpy(), table.numpy()[ids - 1])
+    np.testing.assert_allclose(
+        logits[~np.isinf(logits)], scores[~np.isinf(logits)], rtol=1e-5
+    )

@@ -43,6 +43,29 @@ def _config(data, output, **kwargs):
     return TrainConfig(**(values | kwargs))
 
 
+def _killed_then_resumed(data, output, monkeypatch, kill_epoch, **kwargs):
+    """Train until epoch `kill_epoch` dies before its checkpoint, then resume."""
+    original = train._log_epoch
+
+    def killed(writer, record):
+        if record["epoch"] == kill_epoch:
+            raise KeyboardInterrupt  # Dies before the epoch is checkpointed.
+        original(writer, record)
+
+    monkeypatch.setattr(train, "_log_epoch", killed)
+    with pytest.raises(KeyboardInterrupt):
+        train.train(_config(data, output, **kwargs), verbose=0)
+    monkeypatch.setattr(train, "_log_epoch", original)
+    assert read_json(output / train.STATE_FILE)["epoch"] == kill_epoch - 1
+    return train.train(_config(data, output, **kwargs), resume=True, verbose=0)
+
+
+def _assert_same_metrics(resumed, straight):
+    for split in ("valid", "test"):
+        for name, value in straight[split].items():
+            assert resumed[split][name] == pytest.approx(value, abs=1e-9), name
+
+
 def test_tiny_training_beats_a_random_ranking(dataset, tmp_path, monkeypatch):
     data, stats = dataset
     result = train.train(_config(data, tmp_path / "run", epochs=5), verbose=0)
@@ -84,27 +107,9 @@ def test_resume_ends_where_an_uninterrupted_run_ends(dataset, tmp_path, monkeypa
     data, _ = dataset
     kwargs = dict(sampler="genni", alpha_step=0.05, epochs=3)
     straight = train.train(_config(data, tmp_path / "a", **kwargs), verbose=0)
-
-    original = train._log_epoch
-
-    def killed_in_epoch_3(writer, record):
-        if record["epoch"] == 3:
-            raise KeyboardInterrupt  # Dies before epoch 3 is checkpointed.
-        original(writer, record)
-
-    monkeypatch.setattr(train, "_log_epoch", killed_in_epoch_3)
-    with pytest.raises(KeyboardInterrupt):
-        train.train(_config(data, tmp_path / "b", **kwargs), verbose=0)
-    monkeypatch.setattr(train, "_log_epoch", original)
-    state = read_json(tmp_path / "b" / train.STATE_FILE)
-    assert state["epoch"] == 2
-    resumed = train.train(
-        _config(data, tmp_path / "b", **kwargs), resume=True, verbose=0
-    )
+    resumed = _killed_then_resumed(data, tmp_path / "b", monkeypatch, 3, **kwargs)
     assert resumed["best_epoch"] == straight["best_epoch"]
-    for split in ("valid", "test"):
-        for name, value in straight[split].items():
-            assert resumed[split][name] == pytest.approx(value, abs=1e-9), name
+    _assert_same_metrics(resumed, straight)
     alphas = [r["alpha"] for r in straight["sampler_over_time"]]
     assert [r["alpha"] for r in resumed["sampler_over_time"]] == pytest.approx(alphas)
 
@@ -121,23 +126,8 @@ def test_the_two_level_draw_trains_and_resumes_with_its_clusters(
     assert f"GenNi draws from 8 clusters of {stats['items']:,} items" in said
     random_ndcg10 = 100 * sum(1 / np.log2(r + 2) for r in range(10)) / stats["items"]
     assert straight["test"]["NDCG@10"] > 3 * random_ndcg10
-    original = train._log_epoch
-
-    def killed_in_epoch_2(writer, record):
-        if record["epoch"] == 2:
-            raise KeyboardInterrupt
-        original(writer, record)
-
-    monkeypatch.setattr(train, "_log_epoch", killed_in_epoch_2)
-    with pytest.raises(KeyboardInterrupt):
-        train.train(_config(data, tmp_path / "b", **kwargs), verbose=0)
-    monkeypatch.setattr(train, "_log_epoch", original)
-    resumed = train.train(
-        _config(data, tmp_path / "b", **kwargs), resume=True, verbose=0
-    )
-    for split in ("valid", "test"):
-        for name, value in straight[split].items():
-            assert resumed[split][name] == pytest.approx(value, abs=1e-9), name
+    resumed = _killed_then_resumed(data, tmp_path / "b", monkeypatch, 2, **kwargs)
+    _assert_same_metrics(resumed, straight)
 
 
 def test_successor_candidates_train_resume_and_load_with_their_table(
@@ -154,23 +144,8 @@ def test_successor_candidates_train_resume_and_load_with_their_table(
     assert (table[1:, 0] > 0).mean() > 0.5  # Most items have a successor.
     loaded = load_run(str(tmp_path / "a"))  # The table comes with the weights.
     np.testing.assert_array_equal(loaded.sampler.successor_table.numpy(), table)
-    original = train._log_epoch
-
-    def killed_in_epoch_2(writer, record):
-        if record["epoch"] == 2:
-            raise KeyboardInterrupt
-        original(writer, record)
-
-    monkeypatch.setattr(train, "_log_epoch", killed_in_epoch_2)
-    with pytest.raises(KeyboardInterrupt):
-        train.train(_config(data, tmp_path / "b", **kwargs), verbose=0)
-    monkeypatch.setattr(train, "_log_epoch", original)
-    resumed = train.train(
-        _config(data, tmp_path / "b", **kwargs), resume=True, verbose=0
-    )
-    for split in ("valid", "test"):
-        for name, value in straight[split].items():
-            assert resumed[split][name] == pytest.approx(value, abs=1e-9), name
+    resumed = _killed_then_resumed(data, tmp_path / "b", monkeypatch, 2, **kwargs)
+    _assert_same_metrics(resumed, straight)
 
 
 def test_each_sampler_and_loss_trains(dataset, tmp_path):
