@@ -48,6 +48,9 @@ CAP = PRESETS["recommended"]["max_candidates"]  # The recommended preset's cap.
 BUDGET = PRESETS["recommended"]["draw_budget"]  # And its budget of scores a step.
 SMALL_CAP = 4_096
 CAPS = (SMALL_CAP, 8_192, CAP)  # The caps timed and whose law is measured.
+# The caps whose law with successor candidates is measured on a trained run: a
+# V' of 256 per position too.
+SUCCESSOR_CAPS = (256, *CAPS)
 RECOMMENDED = "recommended preset (GenNi SSM k64)"
 EXACT_UP_TO = 100_000  # Beta 1 beyond: minutes per step on this CPU.
 UNIFORM = "uniform BCE k1"
@@ -62,9 +65,9 @@ GROUPED = (
 )
 # S of the draws that also score each position's input item and its S most
 # frequent successors (`--successors`), and the (M, G) they are timed at (G
-# None: one V' a batch).
+# None: one V' a batch; 1: one V' a position).
 SUCCESSORS = 16
-WITH_SUCCESSORS = ((4_096, None), (4_096, 50), (8_192, None))
+WITH_SUCCESSORS = ((4_096, None), (4_096, 50), (1_024, 1), (256, 1))
 # R of the two-level draws whose law is measured.
 CLUSTER_SAMPLES = (64, 256)
 # The exact law's mass in a query's top clusters, measured at these counts.
@@ -212,9 +215,14 @@ def law_point(
             cap if share_of is None else max(2, math.ceil(cap * num_items / share_of))
         )
         point[f"tv_M{cap}"] = tv_distance(logits, scaled, args.draws)
-        if extras is not None:
-            drawn = law.successor_law(logits, extras, scaled, args.draws)
-            point[f"tv_M{cap}_succ"] = float(law.total_variation(drawn, exact).mean())
+    for cap in SUCCESSOR_CAPS if extras is not None else ():
+        scaled = (
+            cap if share_of is None else max(2, math.ceil(cap * num_items / share_of))
+        )
+        if f"tv_M{cap}" not in point:
+            point[f"tv_M{cap}"] = tv_distance(logits, scaled, args.draws)
+        drawn = law.successor_law(logits, extras, scaled, args.draws)
+        point[f"tv_M{cap}_succ"] = float(law.total_variation(drawn, exact).mean())
     if extras is not None:
         point["mass_succ"] = float(np.median((exact * extras).sum(axis=1)))
     return point
@@ -449,9 +457,9 @@ def part2(results: dict, args) -> list[str]:
             "ones): the exact law's median mass on them, and the TV of each "
             "capped draw without and with them.\n",
             "| scores | mass on input item + successors | "
-            + " | ".join(f"TV, M {c:,} | with successors" for c in CAPS)
+            + " | ".join(f"TV, M {c:,} | with successors" for c in SUCCESSOR_CAPS)
             + " |",
-            "|---|---|" + "---|---|" * len(CAPS),
+            "|---|---|" + "---|---|" * len(SUCCESSOR_CAPS),
         ]
         for p in results["law_run"]:
             if "mass_succ" not in p:
@@ -459,7 +467,8 @@ def part2(results: dict, args) -> list[str]:
             share = p.get("as_if_items")
             scores = f"share M / N of {share:,} items" if share else "its own catalog"
             cells = " | ".join(
-                f"{p[f'tv_M{c}']:.3f} | {p[f'tv_M{c}_succ']:.3f}" for c in CAPS
+                f"{p[f'tv_M{c}']:.3f} | {p[f'tv_M{c}_succ']:.3f}"
+                for c in SUCCESSOR_CAPS
             )
             lines.append(f"| {scores} | {p['mass_succ']:.3f} | {cells} |")
     return lines

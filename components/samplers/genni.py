@@ -366,15 +366,7 @@ class GenNiSampler(NegativeSampler):
                 columns = tf.where(bad, none, _columns(extra_ids, chunk_ids))
                 masked_logits = mask(masked_logits, columns)
                 extra = (scores, extra_ids)
-            return row_draws.draw(
-                masked_logits,
-                chunk_ids,
-                log_subset,
-                self.num_negatives,
-                seed,
-                extra,
-                return_log_q,
-            )
+            return pick(masked_logits, chunk_ids, seed, extra)
 
         def draw_rows(args: tuple) -> tf.Tensor:
             """A chunk's draw where each position has its own V' (`beta_group`
@@ -394,14 +386,13 @@ class GenNiSampler(NegativeSampler):
                 empty = tf.reduce_all(tf.math.is_inf(logits), axis=-1, keepdims=True)
                 fallback = tf.where(chunk_ids == ids[:, :1], NEG_INF, 0.0)
                 logits = tf.where(empty, tf.cast(fallback, logits.dtype), logits)
+            return pick(logits, chunk_ids, seed, extra)
+
+        def pick(logits, chunk_ids, seed, extra):
+            """The k negatives of a chunk's rows (and their log Q)."""
+            k = self.num_negatives
             return row_draws.draw(
-                logits,
-                chunk_ids,
-                log_subset,
-                self.num_negatives,
-                seed,
-                extra,
-                return_log_q,
+                logits, chunk_ids, log_subset, k, seed, extra, return_log_q
             )
 
         # log P(an item is in V'): m / N, or 1 - (1 - 1/N)^m for m draws.
