@@ -99,20 +99,27 @@ def draw(
         [rows, k] int64 ids (and [rows, k] log Q).
     """
     m = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
-    weighted = logits - log_subset  # exp(s) / P(candidate)
-    if extras is not None:
-        weighted = tf.concat([weighted, extras[0]], axis=1)
+    if extras is None:  # One law over the uniform candidates: no weights.
+        block = cdf_block(logits.shape[-1] or 1, num_samples)
+        picks = categorical(logits, num_samples, seed, block)
+        batch_dims = 0 if ids.shape.rank == 1 else 1
+        drawn = tf.gather(ids, picks, batch_dims=batch_dims)
+        if not return_log_q:
+            return drawn
+        log_q = tf.gather(tf.nn.log_softmax(logits), picks, batch_dims=1)
+        return drawn, log_q + log_subset
+    # exp(s) / P(candidate): the uniform ones weighted up, the extras not.
+    weighted = tf.concat([logits - log_subset, extras[0]], axis=1)
     width = weighted.shape[-1] or 1
     picks = categorical(weighted, num_samples, seed, cdf_block(width, num_samples))
     in_subset = picks < m
     uniform = tf.minimum(picks, m - 1)
-    if ids.shape.rank == 1:
-        drawn = tf.gather(ids, uniform)
-    else:
-        drawn = tf.gather(ids, uniform, batch_dims=1)
-    if extras is not None:
-        extra = tf.gather(extras[1], tf.maximum(picks - m, 0), batch_dims=1)
-        drawn = tf.where(in_subset, drawn, extra)
+    batch_dims = 0 if ids.shape.rank == 1 else 1
+    drawn = tf.where(
+        in_subset,
+        tf.gather(ids, uniform, batch_dims=batch_dims),
+        tf.gather(extras[1], tf.maximum(picks - m, 0), batch_dims=1),
+    )
     if not return_log_q:
         return drawn
     log_q = tf.gather(tf.nn.log_softmax(weighted), picks, batch_dims=1)
