@@ -210,18 +210,18 @@ def law_point(
     point = {"items": num_items, "top1_prob": float(np.median(exact.max(axis=1)))}
     if share_of is not None:
         point["as_if_items"] = share_of
+
+    def scaled(cap: int) -> int:
+        if share_of is None:
+            return cap
+        return max(2, math.ceil(cap * num_items / share_of))
+
     for cap in CAPS:
-        scaled = (
-            cap if share_of is None else max(2, math.ceil(cap * num_items / share_of))
-        )
-        point[f"tv_M{cap}"] = tv_distance(logits, scaled, args.draws)
+        point[f"tv_M{cap}"] = tv_distance(logits, scaled(cap), args.draws)
     for cap in SUCCESSOR_CAPS if extras is not None else ():
-        scaled = (
-            cap if share_of is None else max(2, math.ceil(cap * num_items / share_of))
-        )
         if f"tv_M{cap}" not in point:
-            point[f"tv_M{cap}"] = tv_distance(logits, scaled, args.draws)
-        drawn = law.successor_law(logits, extras, scaled, args.draws)
+            point[f"tv_M{cap}"] = tv_distance(logits, scaled(cap), args.draws)
+        drawn = law.successor_law(logits, extras, scaled(cap), args.draws)
         point[f"tv_M{cap}_succ"] = float(law.total_variation(drawn, exact).mean())
     if extras is not None:
         point["mass_succ"] = float(np.median((exact * extras).sum(axis=1)))

@@ -49,7 +49,7 @@ REPEATS_RATIO = 32
 # refresh (warm-started from the last centroids).
 INITIAL_LLOYD = 10
 REFRESH_LLOYD = 1
-NEG_INF = float("-inf")
+NEG_INF = row_draws.NEG_INF
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")
@@ -374,6 +374,11 @@ class GenNiSampler(NegativeSampler):
             without a `map_fn` step per position."""
             q, ids, seed = args[:3]
             chunk_ids, logits = row_draws.row_candidates(q, table, ids, args[3], m)
+            # Rows with nothing left (rare) keep all but the target, as in
+            # `draw_chunk`.
+            empty = tf.reduce_all(tf.math.is_inf(logits), axis=-1, keepdims=True)
+            fallback = tf.where(chunk_ids == ids[:, :1], NEG_INF, 0.0)
+            logits = tf.where(empty, tf.cast(fallback, logits.dtype), logits)
             extra = None
             if extras:  # An extra's copy in V' is left to the extra.
                 extra_ids = args[-1]
@@ -382,10 +387,6 @@ class GenNiSampler(NegativeSampler):
                 copy = tf.reduce_any(chunk_ids[:, :, None] == valid[:, None, :], -1)
                 logits = tf.where(copy, tf.cast(NEG_INF, logits.dtype), logits)
                 extra = (scores, extra_ids)
-            else:  # Rows with nothing left (rare) keep all but the target.
-                empty = tf.reduce_all(tf.math.is_inf(logits), axis=-1, keepdims=True)
-                fallback = tf.where(chunk_ids == ids[:, :1], NEG_INF, 0.0)
-                logits = tf.where(empty, tf.cast(fallback, logits.dtype), logits)
             return pick(logits, chunk_ids, seed, extra)
 
         def pick(logits, chunk_ids, seed, extra):
@@ -531,9 +532,7 @@ class GenNiSampler(NegativeSampler):
             )
             item_rows = tf.gather(order, at + tf.cast(skip, tf.int32))
             candidates = tf.cast(item_rows, tf.int64) + 1  # (rows, R) ids
-            scores = tf.squeeze(
-                tf.matmul(tf.gather(table, item_rows), q[:, :, None]), -1
-            )  # (rows, R)
+            scores = row_draws.row_scores(q, table, item_rows)  # (rows, R)
             log_w = scores - tf.gather(centroid_scores, picked, batch_dims=1)
             bad = tf.reduce_any(candidates[:, :, None] == ids[:, None, :], axis=-1)
             log_w = tf.where(bad, tf.cast(NEG_INF, log_w.dtype), log_w)

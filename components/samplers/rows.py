@@ -35,11 +35,13 @@ def extra_logits(
             (extra_ids[:, :, None] == extra_ids[:, None, :]) & earlier[None], axis=1
         )
     )
-    scores = tf.squeeze(
-        tf.matmul(tf.gather(table, tf.maximum(extra_ids - 1, 0)), queries[:, :, None]),
-        -1,
-    )
+    scores = row_scores(queries, table, tf.maximum(extra_ids - 1, 0))
     return tf.where(bad, tf.cast(NEG_INF, scores.dtype), scores), bad
+
+
+def row_scores(queries: tf.Tensor, table: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
+    """[n, w] scores of each query [n, d] with its own table rows `rows` [n, w]."""
+    return tf.squeeze(tf.matmul(tf.gather(table, rows), queries[:, :, None]), -1)
 
 
 def row_candidates(
@@ -67,7 +69,7 @@ def row_candidates(
     )
     ids = tf.cast(picked, tf.int64) + 1
     masked = repeated | tf.reduce_any(ids[:, :, None] == never[:, None, :], axis=-1)
-    scores = tf.squeeze(tf.matmul(tf.gather(table, picked), queries[:, :, None]), -1)
+    scores = row_scores(queries, table, picked)
     return ids, tf.where(masked, tf.cast(NEG_INF, scores.dtype), scores)
 
 

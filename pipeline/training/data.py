@@ -109,8 +109,7 @@ def item_counts(data_dir: str, max_len: int, num_items: int) -> np.ndarray:
     The valid split's history is s_1..s_{n-2}, exactly what training sees.
     """
     counts = np.zeros(num_items + 1, dtype=np.int64)
-    for batch in batches(records(data_dir, schema.VALID), max_len, schema.VALID, 1024):
-        ids = batch[schema.HISTORY].flat_values.numpy()
+    for ids, _ in _training_histories(data_dir, max_len):
         counts += np.bincount(ids, minlength=num_items + 1)
     return counts
 
@@ -118,15 +117,16 @@ def item_counts(data_dir: str, max_len: int, num_items: int) -> np.ndarray:
 def successor_table(data_dir: str, max_len: int, num_items: int, size: int):
     """[num_items + 1, size] each item's most frequent successors over the
     training portion (the valid split's histories, as `item_counts`)."""
+    histories = _training_histories(data_dir, max_len)
+    return successors.successor_table(histories, num_items, size)
 
-    def histories():
-        for batch in batches(
-            records(data_dir, schema.VALID), max_len, schema.VALID, 1024
-        ):
-            history = batch[schema.HISTORY]
-            yield history.flat_values.numpy(), history.row_splits.numpy()
 
-    return successors.successor_table(histories(), num_items, size)
+def _training_histories(data_dir: str, max_len: int):
+    """The training portion, 1,024 users at a time, as (item ids, row splits):
+    the valid split's histories, s_1..s_{n-2}."""
+    for batch in batches(records(data_dir, schema.VALID), max_len, schema.VALID, 1024):
+        history = batch[schema.HISTORY]
+        yield history.flat_values.numpy(), history.row_splits.numpy()
 
 
 class Dataset:
@@ -141,6 +141,7 @@ class Dataset:
         self.info = info
         self._records: dict[str, tf.data.Dataset] = {}
         self._item_counts: np.ndarray | None = None
+        self._successors: dict[int, np.ndarray] = {}
         self._stats: dict | None = None
         self._ids: dict[str, list[str]] = {}
 
@@ -192,8 +193,12 @@ class Dataset:
 
     def successor_table(self, size: int) -> np.ndarray:
         """[num_items + 1, size] each item's most frequent successors in
-        training (`genni.components.samplers.successors`)."""
-        return successor_table(self.path, self.max_len, self.num_items, size)
+        training (`genni.components.samplers.successors`), built once a size."""
+        if size not in self._successors:
+            self._successors[size] = successor_table(
+                self.path, self.max_len, self.num_items, size
+            )
+        return self._successors[size]
 
     def stats(self) -> dict:
         """`stats.json` as `genni preprocess` wrote it."""
