@@ -127,6 +127,10 @@ def chunked_target_ranks(
     "new" the history is not; ties and NaN scores count against the target; a
     target left out or with a non-finite score ranks last (num_items + 1). The
     target's score is its own dot product, and it never counts against itself.
+    Scores are summed in another order here than the target's, so an item
+    within float rounding of the target's score (`rounding_bound`) is a tie,
+    and counts ahead: a collapsed model (equal item rows) ranks every target
+    last, whatever the CPU's summation order.
 
     Args:
         queries: [B, d] query embeddings.
@@ -148,6 +152,14 @@ def chunked_target_ranks(
     batch = tf.shape(queries, out_type=tf.int64)[0]
     num_rows = tf.shape(items, out_type=tf.int64)[0]
     target_scores = tf.reduce_sum(queries * tf.gather(items, targets), axis=1)
+    # An item counts ahead when its score is not below the target's by more
+    # than float rounding can explain: the matmul and this sum add the same
+    # products in different orders, so exact ties (a collapsed model's
+    # equal rows, a duplicated embedding) may land either side by an ulp.
+    bound = rounding_bound(queries)  # [B]
+    norms = _finite_or_zero(tf.norm(items, axis=1))  # [num_rows]
+    # Items at most this far below the target count as ties (`rounding_bound`).
+    slack = bound * tf.gather(norms, targets)
     # The (user, item) pairs that are not ranked against the target, once
     # each: the target itself and, under "new", the history.
     rows, excluded = tf.range(batch), targets
@@ -163,7 +175,8 @@ def chunked_target_ranks(
         # those not below it; the excluded ones among them are taken back.
         stop = tf.minimum(start + chunk_size, num_rows)
         scores = tf.matmul(queries, items[start:stop], transpose_b=True)  # [B, C]
-        below = scores < target_scores[:, None]
+        ties = slack[:, None] + bound[:, None] * norms[None, start:stop]
+        below = scores < target_scores[:, None] - ties
         count += (stop - start) - tf.cast(
             tf.reduce_sum(tf.cast(below, tf.int32), axis=1), tf.int64
         )
@@ -184,6 +197,25 @@ def chunked_target_ranks(
         (tf.constant(1, tf.int64), tf.zeros([batch], tf.int64)),
     )
     return _or_last(count, targets, target_scores, history, candidates, num_rows)
+
+
+def rounding_bound(queries: tf.Tensor) -> tf.Tensor:
+    """[B] gamma_d |q| for each query q [B, d]: a float sum of the d products
+    of q . e, in any order, is within gamma_d |q| |e| of the exact value
+    (gamma_d = d u / (1 - d u), u the unit roundoff; 2.4e-6 at d = 64 in
+    float32), so two scores that are equal in exact arithmetic, q . e and
+    q . e', differ by at most gamma_d |q| (|e| + |e'|), however each was
+    summed. 0 for a non-finite query (its scores rank the target last)."""
+    d = queries.shape[-1]
+    u = float(np.finfo(queries.dtype.as_numpy_dtype).eps) / 2
+    if d is None:
+        d = tf.cast(tf.shape(queries)[-1], queries.dtype)
+    gamma = d * u / (1 - d * u)
+    return _finite_or_zero(gamma * tf.norm(queries, axis=1))
+
+
+def _finite_or_zero(x: tf.Tensor) -> tf.Tensor:
+    return tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
 
 
 def ranking_metrics(ranks: tf.Tensor, ks=DEFAULT_KS) -> dict[str, tf.Tensor]:

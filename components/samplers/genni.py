@@ -354,7 +354,9 @@ class GenNiSampler(NegativeSampler):
                 masked_logits = tf.cond(
                     tf.reduce_any(empty),
                     lambda: tf.where(
-                        empty[:, None], mask(logits, columns[:, :1]), masked_logits
+                        empty[:, None],
+                        mask(logits, columns[:, 0, None]),
+                        masked_logits,
                     ),
                     lambda: masked_logits,
                 )
@@ -377,7 +379,10 @@ class GenNiSampler(NegativeSampler):
             # Rows with nothing left (rare) keep all but the target, as in
             # `draw_chunk`.
             empty = tf.reduce_all(tf.math.is_inf(logits), axis=-1, keepdims=True)
-            fallback = tf.where(chunk_ids == ids[:, :1], NEG_INF, 0.0)
+            # `ids[:, 0]`, not `ids[:, :1]`: a slice of a width unknown when
+            # traced (the user's items, `exclude`) has an unknown width, which
+            # would spread to the logits and break `draw`'s static shapes.
+            fallback = tf.where(chunk_ids == ids[:, 0, None], NEG_INF, 0.0)
             logits = tf.where(empty, tf.cast(fallback, logits.dtype), logits)
             extra = None
             if extras:  # An extra's copy in V' is left to the extra.

@@ -100,7 +100,9 @@ def draw(
     Returns:
         [rows, k] int64 ids (and [rows, k] log Q).
     """
-    m = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
+    m = logits.shape[-1]
+    if m is None:  # Traced without a static width: a tensor of the picks' type.
+        m = tf.shape(logits, out_type=tf.int64)[-1]
     if extras is None:  # One law over the uniform candidates: no weights.
         block = cdf_block(logits.shape[-1] or 1, num_samples)
         picks = categorical(logits, num_samples, seed, block)

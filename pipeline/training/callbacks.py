@@ -9,7 +9,7 @@ what happens around the steps is a callback each, sharing the run's `Progress`
 | `EpochRecord`     | epoch begin/end  | starts the epoch's record, times it, keeps  |
 |                   |                  | its loss and score means                    |
 | `BetaSchedule`    | epoch begin      | GenNi's beta for the epoch (retraces)       |
-| `StopOnNonFinite` | batch end        | a NaN/inf loss stops the run                |
+| `StopOnNonFinite` | batch/epoch end  | a NaN/inf loss or weight stops the run      |
 | `Validation`      | epoch end        | valid metrics, the best weights, early stop |
 | `EpochCheckpoint` | epoch end (last) | tensorboard, history, checkpoint, state.json |
 
@@ -101,8 +101,10 @@ class BetaSchedule(tf.keras.callbacks.Callback):
 
 
 class StopOnNonFinite(tf.keras.callbacks.Callback):
-    """Stops the run at the first step whose loss is NaN or inf, before the
-    epoch is checkpointed (`NonFiniteError` names the epoch and step)."""
+    """Stops the run at the first step whose loss is NaN or inf, and at the
+    end of an epoch whose weights hold a NaN or inf (a last step can break
+    them with a finite loss), before the epoch is validated or checkpointed
+    (`NonFiniteError` names the epoch and step)."""
 
     def __init__(self, progress: Progress, key: str = "mean_loss"):
         super().__init__()
@@ -117,6 +119,26 @@ class StopOnNonFinite(tf.keras.callbacks.Callback):
                 f"{self.progress.record['epoch']}, step {batch + 1}. "
                 f"{self.progress.kept()}"
             )
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        bad = non_finite_weights(self.model)
+        if bad:
+            more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+            raise NonFiniteError(
+                f"The weights became non-finite ({', '.join(bad[:3])}{more}) at "
+                f"epoch {epoch + 1}, step {int(self.model.optimizer.iterations)}. "
+                f"{self.progress.kept()}"
+            )
+
+
+def non_finite_weights(model: tf.keras.Model) -> list[str]:
+    """Names of the model's floating-point weights that hold a NaN or inf."""
+    return [
+        weight.name
+        for weight in model.weights
+        if weight.dtype.is_floating
+        and not bool(tf.reduce_all(tf.math.is_finite(weight)))
+    ]
 
 
 class Validation(tf.keras.callbacks.Callback):

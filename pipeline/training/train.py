@@ -20,8 +20,9 @@ The run is one `model.fit` over all of its epochs (`fit_epochs`); its
 per-epoch concerns (beta schedule, validation and early stopping,
 checkpoints, tensorboard) are Keras callbacks (`callbacks`).
 
-A non-finite loss or validation metric stops the run with `NonFiniteError`
-(naming the epoch and step) before that epoch is checkpointed: the last good
+A non-finite loss, weight or validation metric stops the run with
+`NonFiniteError` (naming the epoch and step) before that epoch is validated or
+checkpointed: the last good
 checkpoint stays, `--resume` continues from it, and a non-finite epoch is
 never the best one.
 """

@@ -258,3 +258,41 @@ def test_paper_rows_that_mix_numbers_are_flagged():
     assert not ok and "0.80 to 0.99" in why
     beauty_genni = {"HR@5": 6.30, "HR@10": 8.79, "NDCG@5": 4.48, "NDCG@10": 5.33}
     assert metrics_consistent(beauty_genni)[0]
+
+
+@pytest.mark.parametrize("chunk_size", [8192, 1000])
+def test_exact_ties_of_real_valued_embeddings_count_against_the_target(chunk_size):
+    # Unit-scale floats, 64 dimensions: the matmul of a chunk and the
+    # target's own dot product sum in different orders, so scores equal in
+    # exact arithmetic differ by an ulp either way. A collapsed model (every
+    # item row the same) must rank every target last, as the full-matrix
+    # ranking does, and an item with the target's own embedding is a tie.
+    rng = np.random.default_rng(0)
+    batch, items, dim = 64, 5000, 64
+    queries = rng.normal(size=(batch, dim)).astype(np.float32)
+    targets = rng.integers(1, items + 1, size=batch)
+    no_history = _ragged([[]] * batch)
+    collapsed = np.repeat(rng.normal(size=(1, dim)), items + 1, 0).astype(np.float32)
+    ranks = chunked_target_ranks(
+        queries, collapsed, targets, no_history, "all", chunk_size
+    ).numpy()
+    np.testing.assert_array_equal(ranks, items - 1)  # Every other item ties.
+    full = _ranks(queries @ collapsed.T, targets, [[]] * batch, "all")
+    np.testing.assert_array_equal(full, items - 1)
+    # Ten copies of each target's embedding among otherwise distinct items:
+    # each copy is a tie, so no target ranks in the top 10.
+    table = rng.normal(size=(items + 1, dim)).astype(np.float32)
+    targets = np.arange(1, batch + 1) * 50
+    for target in targets:
+        table[target + 1 : target + 11] = table[target]
+    ranks = chunked_target_ranks(
+        queries, table, targets, no_history, "all", chunk_size
+    ).numpy()
+    assert np.all(ranks >= 10)
+    # Otherwise the ranks are float64's, give or take the items within
+    # float32 rounding of the target's score (padding, row 0, never ranks).
+    exact = queries.astype(np.float64) @ table[1:].T.astype(np.float64)
+    own = exact[np.arange(batch), targets - 1]
+    margin = 1e-2  # Scores of about +-10; float32 rounding ~1e-5.
+    assert np.all(ranks >= (exact > own[:, None] + margin).sum(axis=1) + 10)
+    assert np.all(ranks <= (exact >= own[:, None] - margin).sum(axis=1) - 1)

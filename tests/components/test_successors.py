@@ -200,3 +200,42 @@ def test_row_candidates_mask_repeats_and_never_drawn_ids():
     np.testing.assert_allclose(
         logits[~np.isinf(logits)], scores[~np.isinf(logits)], rtol=1e-5
     )
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_a_draw_per_position_with_excluded_items_traces_as_training_does(k):
+    # Training traces the sampler with the user's items (`--exclude-seen`)
+    # of unknown width. A V' per position of a large catalog (m x 32 <= n)
+    # with successors must keep its static shapes there: it once failed
+    # with "Input 'y' of 'Less' Op has type int32" at `genni train
+    # --max-candidates 8 --beta-group 1 --successors 2 --exclude-seen`.
+    n, rows = 400, 20
+    sampler = _sampler(n, 8, 2, beta_group=1, num_negatives=k)
+    assert sampler.group_draws_with_replacement
+    table = np.zeros((n + 1, 2), np.int64)
+    table[5] = [6, 7]
+    sampler.set_successors(table)
+    items = tf.random.stateless_normal([n + 1, D], [0, 4])
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, D]),
+            tf.TensorSpec([None], tf.int64),
+            tf.RaggedTensorSpec([None, None], tf.int64),
+            tf.TensorSpec([None], tf.int64),
+        ]
+    )
+    def draw(queries, targets, exclude, previous):
+        return sampler(queries, targets, items, exclude=exclude, previous=previous)
+
+    exclude = tf.ragged.constant([[6, 9]] * (rows // 2) + [[3]] * (rows // 2))
+    drawn = draw(
+        tf.ones([rows, D]),
+        tf.fill([rows], tf.constant(1, tf.int64)),
+        tf.cast(exclude, tf.int64),
+        tf.fill([rows], tf.constant(5, tf.int64)),
+    ).numpy()
+    assert drawn.shape == (rows, k) and drawn.min() >= 1 and drawn.max() <= n
+    assert not np.any(drawn == 1)  # The target.
+    assert not np.any(drawn[: rows // 2] == 6) and not np.any(drawn[: rows // 2] == 9)
+    assert not np.any(drawn[rows // 2 :] == 3)

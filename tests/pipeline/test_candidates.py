@@ -12,8 +12,10 @@ from genni.pipeline.cli import main as cli
 from genni.pipeline.preprocess import inmemory
 from genni.pipeline.preprocess.config import PreprocessConfig
 from genni.pipeline.serving import export
+from genni.pipeline.training import callbacks as cb
 from genni.pipeline.training import rundir, train
 from genni.pipeline.training.config import TrainConfig
+from genni.pipeline.training.model import BEST_DIR
 
 NUM_USERS, NUM_ITEMS, LENGTH = 300, 30, 8
 
@@ -199,6 +201,42 @@ def test_a_nan_loss_stops_at_the_last_good_checkpoint_and_resumes(
     result = train.train(config, resume=True, verbose=0)
     assert result["epochs_run"] == 3
     assert [r["epoch"] for r in result["history"]] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("bad_epoch", [1, 2])
+def test_non_finite_weights_with_a_finite_loss_never_become_the_best_epoch(
+    alternating, tmp_path, monkeypatch, bad_epoch
+):
+    # The last step of an epoch breaks an item's embedding while the loss is
+    # still finite. Its validation would be finite (NaN scores rank targets
+    # last), so without a check on the weights that epoch could be
+    # checkpointed and, in epoch 1, become best/.
+    _, data, _ = alternating
+    config = _config(data, tmp_path / "run", epochs=3, candidates="all")
+    original = cb.EpochRecord.on_epoch_end
+
+    def break_weights(self, epoch, logs=None):
+        original(self, epoch, logs)
+        if epoch + 1 == bad_epoch:
+            table = self.model.item_embeddings
+            table.assign(tf.tensor_scatter_nd_update(table, [[3]], [[np.nan] * 32]))
+
+    monkeypatch.setattr(cb.EpochRecord, "on_epoch_end", break_weights)
+    with pytest.raises(
+        train.NonFiniteError,
+        match=rf"weights became non-finite \(.*embedding.*\) at epoch {bad_epoch}, "
+        r"step \d+\.",
+    ) as stopped:
+        train.train(config, verbose=0)
+    best = os.path.join(config.output, BEST_DIR)
+    state_path = os.path.join(config.output, train.STATE_FILE)
+    if bad_epoch == 1:  # Nothing validated, checkpointed or kept as best.
+        assert not os.path.exists(best) and not os.path.exists(state_path)
+        assert "No epoch was checkpointed" in str(stopped.value)
+    else:
+        state = rundir.read_json(state_path)
+        assert state["epoch"] == state["best_epoch"] == 1
+        assert "checkpoint of epoch 1 is kept" in str(stopped.value)
 
 
 def test_a_non_finite_validation_metric_stops_the_run(
