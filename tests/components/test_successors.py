@@ -198,7 +198,7 @@ def test_row_candidates_mask_repeats_and_never_drawn_ids():
     np.testing.assert_array_equal(np.isinf(logits), repeat | (ids == 2))
     scores = np.einsum("rd,rmd->rm", queries.numpy(), table.numpy()[ids - 1])
     np.testing.assert_allclose(
-        logits[~np.isinf(logits)], scores[~np.isinf(logits)], rtol=1e-5
+        logits[~np.isinf(logits)], scores[~np.isinf(logits)], rtol=1e-5, atol=1e-5
     )
 
 

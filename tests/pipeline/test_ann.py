@@ -49,7 +49,9 @@ def test_an_index_that_searches_every_item_answers_as_brute_force(exported):
     history[0] = ["not-an-item"] + [""] * (history.shape[1] - 1)  # Fallback row.
     got, want = index.top_k(history, 7), _brute(path, history, 7)
     np.testing.assert_array_equal(got[export.ITEM_IDS], want[export.ITEM_IDS])
-    np.testing.assert_allclose(got[export.SCORES], want[export.SCORES], rtol=1e-5)
+    np.testing.assert_allclose(
+        got[export.SCORES], want[export.SCORES], rtol=1e-5, atol=1e-5
+    )
     np.testing.assert_array_equal(got[export.NUM_RESULTS], [7] * len(history))
     for row, answer in zip(history, got[export.ITEM_IDS], strict=True):
         assert not {a.decode() for a in answer} & set(row)  # "new": no history.

@@ -107,7 +107,9 @@ def test_rest_grpc_and_savedmodel_agree(exported, server):
     status, body = _rest(server, "/v1/models/genni:predict", {"instances": [history]})
     assert status == 200
     assert body["predictions"][0]["item_ids"] == want_ids
-    np.testing.assert_allclose(body["predictions"][0]["scores"], want_scores, rtol=1e-5)
+    np.testing.assert_allclose(
+        body["predictions"][0]["scores"], want_scores, rtol=1e-5, atol=1e-5
+    )
     status, body = _rest(
         server,
         "/v1/models/genni/versions/1:predict",
@@ -125,7 +127,10 @@ def test_rest_grpc_and_savedmodel_agree(exported, server):
     ids = [b.decode() for b in tf.make_ndarray(response.outputs["item_ids"])[0]]
     assert ids == want_ids
     np.testing.assert_allclose(
-        tf.make_ndarray(response.outputs["scores"])[0], want_scores, rtol=1e-5
+        tf.make_ndarray(response.outputs["scores"])[0],
+        want_scores,
+        rtol=1e-5,
+        atol=1e-5,
     )
     assert response.model_spec.version.value == 1
 
