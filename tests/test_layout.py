@@ -237,3 +237,45 @@ def test_start_up_noise_only_with_verbose(tmp_path, verbose):
     assert noisy == verbose, done.stderr
     if not verbose:  # Errors always show.
         assert done.stderr.strip().startswith("genni evaluate: error:")
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_runtimes_own_log_lines_are_filtered_for_the_whole_command(
+    tmp_path, verbose
+):
+    """TensorFlow's C++ runtime logs at run time too (oneDNN's int64 note at
+    a first training step, INFO lines where TF_CPP_MIN_LOG_LEVEL lets them
+    through): a command without -v shows none of it, but real errors and its
+    own stderr lines, in order."""
+    code = (
+        "import os, sys; from genni.pipeline.cli import main, training\n"
+        "def fake_evaluate(args, extra):\n"
+        "    print('own line', file=sys.stderr)\n"
+        "    for line in (\n"
+        "        'E0000 00:00:1796286511.249161   30159 util.cc:131] oneDNN '\n"
+        "        'supports DT_INT64 only on platforms with AVX-512. Falling back',\n"
+        "        'I0000 00:00:1796286461.112340   29966 tf_record_dataset_op.cc:'\n"
+        "        '390] TFRecordDataset `buffer_size` is unspecified',\n"
+        "        'W0000 00:00:1.5 7 some_op.cc:12] a warning',\n"
+        "        'E0000 00:00:1.5 7 real.cc:1] a real failure',\n"
+        "    ):\n"
+        "        os.write(2, (line + '\\n').encode())\n"
+        "    return 0\n"
+        "training._evaluate = fake_evaluate\n"
+        "sys.exit(main.main(sys.argv[1:]))\n"
+    )
+    args = ["-v"] if verbose else []
+    env = {"TF_CPP_MIN_LOG_LEVEL": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args, "evaluate", "--run", "r"],
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    if verbose:
+        assert any("util.cc:131" in line for line in lines)
+        return
+    assert lines == ["own line", "E0000 00:00:1.5 7 real.cc:1] a real failure"]

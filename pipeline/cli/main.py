@@ -98,10 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if extra and args.command not in BEAM_COMMANDS:  # Only Beam takes extras.
             raise ValueError(f"Unknown arguments: {' '.join(extra)}")
-        if args.verbose or args.command not in BEAM_COMMANDS:
+        if args.verbose or args.command in LIGHT_COMMANDS:
             return args.handler(args, extra)
-        # Beam's worker processes share this stderr: keep their start-up quiet.
-        extra = [f"--default_sdk_harness_log_level={WORKER_LOG_LEVEL}", *extra]
+        if args.command in BEAM_COMMANDS:
+            extra = [f"--default_sdk_harness_log_level={WORKER_LOG_LEVEL}", *extra]
+        # TensorFlow's C++ runtime logs on its own (oneDNN's int64 note at the
+        # first step) and Beam's worker processes share this stderr: their
+        # known noise is filtered out for the whole command, not only at start.
         with quiet.worker_stderr_filtered():
             return args.handler(args, extra)
     except (

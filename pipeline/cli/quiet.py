@@ -28,8 +28,14 @@ NOISE = re.compile(
     r"computation placer already registered|"
     r"TensorFlow binary is optimized to use available CPU instructions|"
     r"To enable the following instructions|"
-    r"rebuild TensorFlow with the appropriate compiler flags"
+    r"rebuild TensorFlow with the appropriate compiler flags|"
+    # Logged as an error at the first int64 op on a CPU without AVX-512 (and
+    # on some with it): a note that Eigen's kernel runs instead of oneDNN's.
+    r"oneDNN supports DT_INT64 only on platforms with AVX-512"
 )
+# The C++ runtime's INFO and WARNING lines (absl's "I0000 12:00:00.000000 ...
+# file.cc:12] ..."), shown with -v only, whatever TF_CPP_MIN_LOG_LEVEL says.
+NATIVE_NOTE = re.compile(r"^[IW]\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w./-]+:\d+\] ")
 
 
 @contextlib.contextmanager
@@ -51,7 +57,7 @@ def native_stderr_filtered():
             os.close(saved)
             captured.seek(0)
             for line in captured.read().decode("utf-8", "replace").splitlines():
-                if line.strip() and not NOISE.search(line):
+                if not is_noise(line):
                     print(line, file=sys.stderr)
 
 
@@ -68,11 +74,21 @@ WORKER_NOISE = re.compile(
 )
 
 
+def is_noise(line: str) -> bool:
+    """Whether a line of the runtime's or a Beam worker's stderr is known
+    noise: start-up lines, C++ INFO and WARNING lines, benign C++ errors."""
+    return not line.strip() or bool(
+        NOISE.search(line) or WORKER_NOISE.search(line) or NATIVE_NOTE.match(line)
+    )
+
+
 @contextlib.contextmanager
 def worker_stderr_filtered():
-    """Inside the block, fd 2 goes through a pipe whose lines are passed on as
-    they come, except TensorFlow's and Beam workers' start-up noise: progress
-    lines and real errors still show at once."""
+    """Inside the block, what is written to fd 2 below Python (TensorFlow's
+    C++ runtime, Beam's worker processes) goes through a pipe whose lines are
+    passed on as they come, except known noise (`is_noise`): real errors
+    still show at once. Python's own `sys.stderr` (progress bars, messages)
+    keeps writing to the terminal directly, unbuffered by the filter."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -80,14 +96,18 @@ def worker_stderr_filtered():
         yield
         return
     read_end, write_end = os.pipe()
+    try:  # Python's stderr straight to the terminal, when it writes to fd 2.
+        direct = sys.stderr.fileno() == 2
+    except (OSError, ValueError, AttributeError):  # Captured (tests).
+        direct = False
+    python_stderr = sys.stderr
+    if direct:
+        sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8")
 
     def forward() -> None:
         with os.fdopen(read_end, "rb") as pipe, os.fdopen(saved, "wb", 0) as out:
             for raw in pipe:
-                line = raw.decode("utf-8", "replace")
-                if line.strip() and not (
-                    NOISE.search(line) or WORKER_NOISE.search(line)
-                ):
+                if not is_noise(raw.decode("utf-8", "replace")):
                     out.write(raw)
 
     thread = threading.Thread(target=forward, daemon=True, name="stderr-filter")
@@ -97,6 +117,9 @@ def worker_stderr_filtered():
     try:
         yield
     finally:
+        if direct:
+            sys.stderr.close()
+            sys.stderr = python_stderr
         sys.stderr.flush()
         os.dup2(saved, 2)  # The pipe's last writer closes; the thread ends.
         thread.join(timeout=10)
