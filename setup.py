@@ -32,7 +32,8 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS_REQUIRE = {
-    "dev": ["pytest>=8", "ruff>=0.6"],
+    # pytest-xdist: `make test` runs the suite's files on every core.
+    "dev": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.6"],
     # Approximate top-K for large catalogs (`genni ann-index`, `serve --ann`).
     "ann": ["faiss-cpu==1.15.1"],
     # Runners beyond the DirectRunner.

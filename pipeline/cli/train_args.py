@@ -25,6 +25,7 @@ from genni.pipeline.training.config import (
 # What `genni train` trains when no flag is given (the default preset's
 # settings over TrainConfig's), shown as the flags' defaults.
 DEFAULTS = TrainConfig(data="", output="", **preset(DEFAULT_PRESET))
+PAPER = TrainConfig(data="", output="", **preset("paper"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -211,8 +212,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--patience",
         type=int,
         default=None,
-        help=f"Epochs without a better valid NDCG@10 before "
-        f"stopping (default {d.patience}).",
+        help=f"Epochs without a better valid NDCG@10 before stopping (default "
+        f"{DEFAULTS.patience} in the recommended preset, whose validation curve "
+        f"flattens early, {PAPER.patience} in the paper's, whose slow, noisy curve "
+        "can climb again after 20; docs/training.md#early-stopping).",
     )
     parser.add_argument(
         "--eval-every",

@@ -148,27 +148,28 @@ def test_successor_candidates_train_resume_and_load_with_their_table(
     _assert_same_metrics(resumed, straight)
 
 
-def test_each_sampler_and_loss_trains(dataset, tmp_path):
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(sampler="uniform", exclude_seen=True),
+        dict(sampler="popularity", gamma=0.5, loss="bpr", num_negatives=3),
+        dict(sampler="genni", beta_growth=20.0),
+        dict(loss="softmax"),
+        dict(sampler="genni", loss="sampled_softmax", num_negatives=8, alpha=1.0),
+    ],
+    ids=["uniform", "popularity-bpr", "genni-growing-beta", "softmax", "genni-ssm"],
+)
+def test_each_sampler_and_loss_trains(dataset, tmp_path, kwargs):
     data, stats = dataset
     # A random ranking of the items: NDCG@10 = sum_{r<10} 1/log2(r+2) / items
     # (a little more with the user's items left out); untrained: about 2.8.
     random_ndcg10 = 100 * sum(1 / np.log2(r + 2) for r in range(10)) / stats["items"]
-    for i, kwargs in enumerate(
-        [
-            dict(sampler="uniform", exclude_seen=True),
-            dict(sampler="popularity", gamma=0.5, loss="bpr", num_negatives=3),
-            dict(sampler="genni", beta_growth=20.0),
-            dict(loss="softmax"),
-            dict(sampler="genni", loss="sampled_softmax", num_negatives=8, alpha=1.0),
-        ]
-    ):
-        result = train.train(
-            _config(data, tmp_path / f"r{i}", epochs=1, **kwargs), verbose=0
-        )
-        # One epoch on the planted transitions: 18 to 21 here.
-        assert result["test"]["NDCG@10"] > 3 * random_ndcg10, kwargs
-    growing = read_json(tmp_path / "r2" / train.METRICS_FILE)
-    assert growing["sampler_over_time"][0]["beta"] == pytest.approx(0.001)
+    result = train.train(_config(data, tmp_path / "run", epochs=1, **kwargs), verbose=0)
+    # One epoch on the planted transitions: 18 to 21 here.
+    assert result["test"]["NDCG@10"] > 3 * random_ndcg10, kwargs
+    if kwargs.get("beta_growth"):
+        growing = read_json(tmp_path / "run" / train.METRICS_FILE)
+        assert growing["sampler_over_time"][0]["beta"] == pytest.approx(0.001)
 
 
 def test_existing_run_needs_resume_and_same_settings(dataset, tmp_path):
@@ -305,6 +306,9 @@ def test_a_preset_is_overridden_by_the_config_file_and_then_by_flags(tmp_path):
     assert recommended.logq_correction
     paper = settings("--preset", "paper")
     assert (paper.loss, paper.num_negatives, paper.alpha) == ("bce", 1, 2.5)
+    # Early stopping fits each preset's curve (benchmarks/patience.py).
+    assert (recommended.patience, paper.patience) == (20, 40)
+    assert settings("--patience", "7").patience == 7
     assert paper == TrainConfig(data="D", output="O")  # The paper's = the library's.
     file = tmp_path / "c.json"
     file.write_text(json.dumps({"num_negatives": 16, "alpha": 2.0}))
