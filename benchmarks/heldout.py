@@ -88,10 +88,15 @@ def train_preset(data: str, workdir: str, tag: str, name: str, seed: int, args) 
         output=output,
         seed=seed,
         epochs=args.epochs,
-        patience=args.patience,
         pack=True,
         candidates=args.candidates,
-        **preset(name),
+        # The preset's own early stopping, unless --patience sets a fixed one.
+        **preset(name)
+        | (
+            {}
+            if args.patience is None
+            else {"patience": args.patience, "patience_growth": 0.0}
+        ),
     )
     print(f"Training {output}", flush=True)
     resume = rundir.started(output)
@@ -104,7 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", nargs="*", default=[], help="Logs or data dirs.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--epochs", type=int, default=200)
-    parser.add_argument("--patience", type=int, default=40)
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="A fixed patience (default: "
+        "each preset's own; the recorded results used 40).",
+    )
     parser.add_argument(
         "--candidates",
         choices=("new", "all"),
@@ -144,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Test metrics (%) at the best validation epoch, full ranking, mean ± std "
         f"over seeds {args.seeds}; packed batches, at most {args.epochs} epochs, "
-        f"patience {args.patience}, `--candidates {args.candidates}`.",
+        f"patience {args.patience or 'of each preset'}, "
+        f"`--candidates {args.candidates}`.",
         "",
         "| data | preset | HR@10 | NDCG@10 | best epoch | s / epoch |",
         "|---|---|---|---|---|---|",

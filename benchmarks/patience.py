@@ -1,16 +1,18 @@
-"""What a shorter early-stopping patience costs, from recorded validation curves.
+"""What an early-stopping rule costs, replayed on recorded validation curves.
 
 Every run of the project's record (`benchmarks/results/runs.jsonl`) that went
 to its stop with patience 40 keeps its validation NDCG@10 per epoch; run
 directories (`genni train` outputs, `--runs`) give theirs from state.json. A
 patience P below 40 is replayed on each curve: the run would have stopped at
-the first epoch P epochs after its best so far, keeping that best. The cost is
+the first epoch P epochs after its best so far, keeping that best; a rule
+"P/G" waits max(P, G x the best epoch) epochs instead (`--patience-growth`),
+so a run that took long to reach its best waits as long again. The cost is
 the validation NDCG@10 lost against the full curve's best (the test metric of
 an epoch that was not the best is not recorded, so validation stands in for
 it), the gain the epochs not run. Grouped by preset (the recommended one:
 sampled softmax with 64 GenNi negatives; the paper's: BCE with one) and data.
 
-    python benchmarks/patience.py [--runs DIR ...] [--patience 10 15 20 30 40]
+    python benchmarks/patience.py [--runs DIR ...] [--rules 10 20 40 10/0.5]
 """
 
 from __future__ import annotations
@@ -41,14 +43,21 @@ def preset_of(config: dict) -> str | None:
     return None
 
 
-def stop(curve: list[float], patience: int) -> tuple[int, int]:
-    """(epochs run, best epoch) of early stopping with `patience` on `curve`
-    (1-based epochs; the first of equal bests wins, as in training)."""
+def parse_rule(rule: str) -> tuple[int, float]:
+    """ "P" or "P/G": (patience, growth)."""
+    patience, _, growth = rule.partition("/")
+    return int(patience), float(growth or 0)
+
+
+def stop(curve: list[float], patience: int, growth: float = 0.0) -> tuple[int, int]:
+    """(epochs run, best epoch) of early stopping on `curve`: after
+    max(patience, growth x best epoch) epochs without a better value (1-based
+    epochs; the first of equal bests wins), as `genni train` stops."""
     best, best_epoch = None, 0
     for epoch, value in enumerate(curve, 1):
         if best is None or value > best:
             best, best_epoch = value, epoch
-        elif epoch - best_epoch >= patience:
+        elif epoch - best_epoch >= max(patience, growth * best_epoch):
             return epoch, best_epoch
     return len(curve), best_epoch
 
@@ -89,8 +98,7 @@ def directory_curves(patterns: list[str]) -> list[dict]:
                 state = json.load(f)
             with open(config_path) as f:
                 config = json.load(f)
-            with open(os.path.join(config["data"], "stats.json")) as f:
-                users = json.load(f)["users"]
+            users = _users(config["data"], run)
             curve = [r["valid"]["NDCG@10"] for r in state["history"] if "valid" in r]
             preset = preset_of(config)
             if preset is None or len(curve) < len(state["history"]):
@@ -100,13 +108,24 @@ def directory_curves(patterns: list[str]) -> list[dict]:
     return runs
 
 
-def replay(runs: list[dict], patiences: list[int]) -> list[dict]:
+def _users(data: str, run: str) -> int | None:
+    """Users of a run's dataset: `data` as given, else relative to a folder
+    above the run (a relative path is the one `genni train` was given)."""
+    for base in ("", *(os.path.join(run, *[".."] * n) for n in (1, 2, 3))):
+        path = os.path.join(base, data, "stats.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)["users"]
+    return None
+
+
+def replay(runs: list[dict], rules: list[str]) -> list[dict]:
     rows = []
     for run in runs:
         curve = run["curve"]
         full_best = max(curve)
-        for p in patiences:
-            ran, best_epoch = stop(curve, p)
+        for p in rules:
+            ran, best_epoch = stop(curve, *parse_rule(p))
             rows.append(
                 dict(
                     name=run["name"],
@@ -121,7 +140,7 @@ def replay(runs: list[dict], patiences: list[int]) -> list[dict]:
     return rows
 
 
-def summary(rows: list[dict], patiences: list[int]) -> list[dict]:
+def summary(rows: list[dict], patiences: list[str]) -> list[dict]:
     groups = sorted({(r["preset"], r["data"]) for r in rows})
     out = []
     for preset, data in groups:
@@ -135,7 +154,7 @@ def summary(rows: list[dict], patiences: list[int]) -> list[dict]:
                 r
                 for r in rows
                 if (r["preset"], r["data"], r["patience"])
-                == (preset, data, max(patiences))
+                == (preset, data, str(RECORDED_PATIENCE))
             ]
             run_epochs = sum(r["epochs_run"] for r in these)
             out.append(
@@ -158,8 +177,10 @@ def markdown(table: list[dict], command: str) -> str:
         "# Early-stopping patience, replayed on recorded validation curves",
         "",
         "Validation NDCG@10 (%) lost against the full curve's best, when training "
-        "stops after P epochs without a better one; the epochs run as a share of "
-        f"patience {RECORDED_PATIENCE}'s.",
+        "stops after P epochs without a better one (P/G: max(P, G x best epoch)); "
+        f"the epochs run as a share of patience {RECORDED_PATIENCE}'s. Runs that "
+        "reached their last epoch (200) never stopped: their curve may have "
+        "climbed further.",
         "",
         "| preset | data | P | runs | mean lost | most lost | runs that lost "
         "| epochs run |",
@@ -186,13 +207,18 @@ def main(argv: list[str] | None = None) -> None:
         "--patience 200 --epochs 200.",
     )
     parser.add_argument(
-        "--patience", type=int, nargs="+", default=[5, 10, 15, 20, 25, 30, 40]
+        "--rules",
+        nargs="+",
+        default=["10", "20", "30", "40", "10/0.5", "15/0.5", "20/0.5", "10/0.33"],
+        help='Patience P, or "P/G" for max(P, G x best epoch); 40 must be one.',
     )
     parser.add_argument("--name", default="patience")
     args = parser.parse_args(argv)
     runs = recorded_curves(args.record) + directory_curves(args.runs)
-    rows = replay(runs, sorted(args.patience))
-    table = summary(rows, sorted(args.patience))
+    if str(RECORDED_PATIENCE) not in args.rules:
+        parser.error(f"--rules must hold {RECORDED_PATIENCE}, the recorded patience.")
+    rows = replay(runs, args.rules)
+    table = summary(rows, args.rules)
     command = "python benchmarks/patience.py " + " ".join(
         ["--runs", *args.runs] if args.runs else []
     )

@@ -212,10 +212,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--patience",
         type=int,
         default=None,
-        help=f"Epochs without a better valid NDCG@10 before stopping (default "
-        f"{DEFAULTS.patience} in the recommended preset, whose validation curve "
-        f"flattens early, {PAPER.patience} in the paper's, whose slow, noisy curve "
-        "can climb again after 20; docs/training.md#early-stopping).",
+        help="Epochs without a better valid NDCG@10 before stopping, at least "
+        f"(default {DEFAULTS.patience} in the recommended preset, {PAPER.patience} "
+        "in the paper's).",
+    )
+    parser.add_argument(
+        "--patience-growth",
+        type=float,
+        default=None,
+        help="Epochs of patience per epoch up to the best so far: training stops "
+        "after max(--patience, this x best epoch) epochs without a better one "
+        f"(default {DEFAULTS.patience_growth:g} in the recommended preset, whose "
+        "curve flattens soon after its best on large logs but climbs for 200 "
+        f"epochs on small ones; {PAPER.patience_growth:g}, a fixed patience, in "
+        "the paper's; docs/training.md#early-stopping).",
     )
     parser.add_argument(
         "--eval-every",

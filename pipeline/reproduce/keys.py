@@ -43,6 +43,7 @@ LATER_SETTINGS = {
     "cluster_samples": DEFAULT_CLUSTER_SAMPLES,
     "cluster_refresh": DEFAULT_CLUSTER_REFRESH,
     "successors": None,
+    "patience_growth": 0.0,
 }
 
 # What only a sampler reads: the full-softmax loss draws no negatives, so a

@@ -144,7 +144,8 @@ def non_finite_weights(model: tf.keras.Model) -> list[str]:
 class Validation(tf.keras.callbacks.Callback):
     """Every `every` epochs (and at the last): the valid metrics, the best
     weights at the best NDCG@10 (written to `best_path`), early stopping
-    after `patience` epochs without a better one. A non-finite metric stops
+    after `patience_limit` epochs without a better one: `patience`, or
+    `patience_growth` x the best epoch when that is more. A non-finite metric stops
     the run (`NonFiniteError`): a non-finite epoch is never the best.
 
     `evaluate(model)` gives the metrics (an `evaluate.Evaluator`).
@@ -159,6 +160,7 @@ class Validation(tf.keras.callbacks.Callback):
         patience: int,
         epochs: int,
         verbose: int = 1,
+        patience_growth: float = 0.0,
     ):
         super().__init__()
         self.progress = progress
@@ -166,6 +168,7 @@ class Validation(tf.keras.callbacks.Callback):
         self.best_path = best_path
         self.every = every
         self.patience = patience
+        self.patience_growth = patience_growth
         self.epochs = epochs
         self.verbose = verbose
         self._best: tf.train.Checkpoint | None = None
@@ -194,7 +197,7 @@ class Validation(tf.keras.callbacks.Callback):
             self._best.write(self.best_path)
         else:
             state["epochs_without_improvement"] += self.every
-            if state["epochs_without_improvement"] >= self.patience:
+            if state["epochs_without_improvement"] >= self.patience_limit:
                 state["stopped_early"] = True
                 self.model.stop_training = True
         if self.verbose:
@@ -204,6 +207,12 @@ class Validation(tf.keras.callbacks.Callback):
                 f"at epoch {state['best_epoch']})",
                 flush=True,
             )
+
+    @property
+    def patience_limit(self) -> float:
+        """Epochs without a better one that stop the run, now."""
+        best = self.progress.state["best_epoch"] or 0
+        return max(self.patience, self.patience_growth * best)
 
 
 class EpochCheckpoint(tf.keras.callbacks.Callback):

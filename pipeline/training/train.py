@@ -367,6 +367,7 @@ def _train(
                 config.patience,
                 config.epochs,
                 verbose,
+                config.patience_growth,
             ),
             cb.EpochCheckpoint(
                 progress,

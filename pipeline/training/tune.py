@@ -289,11 +289,15 @@ def tune(
     """
     space = load_space(space_file)
     base = TrainConfig(
-        **DEFAULT_SETTINGS,
+        **{
+            **DEFAULT_SETTINGS,
+            # A trial's budget: a fixed patience over its few epochs.
+            "patience": patience,
+            "patience_growth": 0.0,
+        },
         data=data,
         output="",
         epochs=epochs_per_trial,
-        patience=patience,
         seed=seed,
         pack=pack,
         candidates=candidates,
@@ -357,7 +361,7 @@ def write_results(tuner: GenNiTuner, output: str) -> dict:
         best = dict(rows[0]["config"])
         # The trial budget (epochs, patience) and batch layout are the
         # search's, not settings found.
-        for key in ("data", "output", "epochs", "patience", "pack"):
+        for key in ("data", "output", "epochs", "patience", "patience_growth", "pack"):
             best.pop(key, None)
         with open(os.path.join(output, BEST_CONFIG_FILE), "w") as f:
             json.dump(best, f, indent=2, sort_keys=True)

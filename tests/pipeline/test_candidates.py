@@ -239,6 +239,43 @@ def test_non_finite_weights_with_a_finite_loss_never_become_the_best_epoch(
         assert "checkpoint of epoch 1 is kept" in str(stopped.value)
 
 
+@pytest.mark.parametrize(
+    "patience, growth, stopped_at",
+    [
+        (2, 0.0, 7),  # Best at 5: 2 epochs without a better one.
+        (2, 0.5, 8),  # Best at 5 waits max(2, 2.5) = 2.5 epochs: 3.
+        (2, 1.2, 10),  # It waits 6 epochs: to the end (10), not stopped.
+    ],
+)
+def test_patience_grows_with_the_best_epoch(
+    alternating, tmp_path, monkeypatch, patience, growth, stopped_at
+):
+    _, data, _ = alternating
+    curve = [1.0, 2.0, 3.0, 4.0, 5.0, 4.0, 4.5, 4.9, 3.0, 4.0]
+    calls = []
+
+    def scripted(self, model):
+        calls.append(1)
+        # (Past the curve: the best epoch's validation and test, at the end.)
+        return {"HR@10": 50.0, "NDCG@10": curve[min(len(calls), len(curve)) - 1]}
+
+    monkeypatch.setattr(train.Evaluator, "__call__", scripted)
+    monkeypatch.setattr(train, "_finish", lambda config, state, *args: dict(state))
+    config = _config(
+        data,
+        tmp_path / "run",
+        epochs=len(curve),
+        patience=patience,
+        patience_growth=growth,
+        candidates="all",
+        hidden_size=8,
+    )
+    state = train.train(config, verbose=0)
+    assert state["best_epoch"] == 5
+    assert state["epoch"] == stopped_at
+    assert state["stopped_early"] == (stopped_at < len(curve))
+
+
 def test_a_non_finite_validation_metric_stops_the_run(
     alternating, tmp_path, monkeypatch
 ):

@@ -67,72 +67,66 @@ tf.config.set_logical_device_configuration(
 from genni.pipeline.training import data, train
 from genni.components import schema
 
-data_dir, out = sys.argv[1], sys.argv[2]
+data_dir, out, part = sys.argv[1], sys.argv[2], sys.argv[3]
 devices = [d.name for d in tf.config.list_logical_devices("CPU")]
 strategy = tf.distribute.MirroredStrategy(devices)
 """
 SCRIPT += RUNS
 SCRIPT += """
-straight, resumed = straight_and_resumed(
-    strategy, epochs=3, kill_epoch=2, batch_size=63, alpha_step=0.05
-)
-
-# The self-adjusted alpha is a mirrored variable: its copies must stay equal.
-dataset = data.Dataset.open(data_dir)
-info = dataset.info
-with strategy.scope():
-    model = train.build_model(tiny_config("fit", alpha_step=0.05), dataset)
-records = data.records(data_dir, schema.TRAIN)
-batches = data.train_dataset(records, info.max_len, 64, 0, 0)
-model.fit(batches, epochs=1, verbose=0)
-alphas = [float(a) for a in strategy.experimental_local_results(model.sampler.alpha)]
-
-# S3-Rec pre-training under the same strategy, killed in epoch 2 and resumed.
-from genni.models import s3rec
-from genni.pipeline.training import pretrain
-from genni.pipeline.training.config import PretrainConfig
-
-
-def pre_config(name):  # Odd batches: replicas see unequal shapes.
-    return PretrainConfig(
-        data=data_dir, output=f"{out}/{name}", epochs=2, hidden_size=16,
-        num_layers=1, batch_size=63,
+result = {"replicas": strategy.num_replicas_in_sync}
+if part == "train":
+    straight, resumed = straight_and_resumed(
+        strategy, epochs=3, kill_epoch=2, batch_size=63, alpha_step=0.05
     )
+    result.update(straight=straight, resumed=resumed)
+    result["items"] = data.Dataset.open(data_dir).info.num_items
 
+if part == "alpha":  # The self-adjusted alpha is a mirrored variable.
+    dataset = data.Dataset.open(data_dir)
+    with strategy.scope():
+        model = train.build_model(tiny_config("fit", alpha_step=0.05), dataset)
+    records = data.records(data_dir, schema.TRAIN)
+    batches = data.train_dataset(records, dataset.info.max_len, 64, 0, 0)
+    model.fit(batches, epochs=1, verbose=0)
+    local = strategy.experimental_local_results(model.sampler.alpha)
+    result["alphas"] = [float(a) for a in local]
 
-pre_straight = pretrain.pretrain(pre_config("pre"), verbose=0, strategy=strategy)
-save = s3rec.save_encoder_weights
+if part == "pretrain":  # S3-Rec pre-training, killed in epoch 2 and resumed.
+    from genni.models import s3rec
+    from genni.pipeline.training import pretrain
+    from genni.pipeline.training.config import PretrainConfig
 
+    def pre_config(name):  # Odd batches: replicas see unequal shapes.
+        return PretrainConfig(
+            data=data_dir, output=f"{out}/{name}", epochs=2, hidden_size=16,
+            num_layers=1, batch_size=63,
+        )
 
-def killed_after_checkpoint_1(encoder, path):
-    if len(pretrain.tf.train.get_checkpoint_state(
-        f"{out}/pre_killed/checkpoints").all_model_checkpoint_paths) == 1:
-        raise KeyboardInterrupt
-    save(encoder, path)
+    pre_straight = pretrain.pretrain(pre_config("pre"), verbose=0, strategy=strategy)
+    save = s3rec.save_encoder_weights
 
+    def killed_after_checkpoint_1(encoder, path):
+        if len(pretrain.tf.train.get_checkpoint_state(
+            f"{out}/pre_killed/checkpoints").all_model_checkpoint_paths) == 1:
+            raise KeyboardInterrupt
+        save(encoder, path)
 
-s3rec.save_encoder_weights = killed_after_checkpoint_1
-try:
-    pretrain.pretrain(pre_config("pre_killed"), verbose=0, strategy=strategy)
-except KeyboardInterrupt:
-    pass
-s3rec.save_encoder_weights = save
-pre_resumed = pretrain.pretrain(
-    pre_config("pre_killed"), resume=True, verbose=0, strategy=strategy
-)
-print(json.dumps({
-    "replicas": strategy.num_replicas_in_sync,
-    "straight": straight,
-    "resumed": resumed,
-    "alphas": alphas,
-    "items": info.num_items,
-    "pretrain": [pre_straight["history"], pre_resumed["history"]],
-}))
+    s3rec.save_encoder_weights = killed_after_checkpoint_1
+    try:
+        pretrain.pretrain(pre_config("pre_killed"), verbose=0, strategy=strategy)
+    except KeyboardInterrupt:
+        pass
+    s3rec.save_encoder_weights = save
+    pre_resumed = pretrain.pretrain(
+        pre_config("pre_killed"), resume=True, verbose=0, strategy=strategy
+    )
+    result["pretrain"] = [pre_straight["history"], pre_resumed["history"]]
+print(json.dumps(result))
 """
 
 
 @pytest.fixture(scope="module")
-def distributed(tmp_path_factory):
+def mirrored_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("distributed")
     data, stats = make_dataset(root, num_users=500, num_items=150, seed=5, max_len=10)
     attributes = {
@@ -141,9 +135,15 @@ def distributed(tmp_path_factory):
     }
     with open(os.path.join(data, "item_attributes.json"), "w") as f:
         json.dump(attributes, f)
+    return root, data
+
+
+def _mirrored(root, data, part):
+    """One part of SCRIPT under MirroredStrategy over two logical CPUs, in a
+    child process (three parts, so that no one test waits for all)."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", PYTHONPATH=str(ROOT))
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, data, str(root / "runs")],
+        [sys.executable, "-c", SCRIPT, data, str(root / part), part],
         capture_output=True,
         text=True,
         env=env,
@@ -151,7 +151,14 @@ def distributed(tmp_path_factory):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["replicas"] == 2
+    return result
+
+
+@pytest.fixture(scope="module")
+def distributed(mirrored_data):
+    return _mirrored(*mirrored_data, "train")
 
 
 def test_mirrored_training_beats_a_random_ranking(distributed):
@@ -173,9 +180,9 @@ def test_mirrored_run_resumes_where_it_would_have_ended(distributed):
 
 
 def test_mirrored_pretraining_learns_and_resumes_where_it_would_have_ended(
-    distributed,
+    mirrored_data,
 ):
-    straight, resumed = distributed["pretrain"]
+    straight, resumed = _mirrored(*mirrored_data, "pretrain")["pretrain"]
     assert [r["epoch"] for r in resumed] == [1, 2]
     assert straight[-1]["loss"] < straight[0]["loss"]
     for a, b in zip(straight, resumed, strict=True):
@@ -183,8 +190,8 @@ def test_mirrored_pretraining_learns_and_resumes_where_it_would_have_ended(
             assert b[name] == pytest.approx(a[name], rel=1e-6), (a["epoch"], name)
 
 
-def test_self_adjusted_alpha_stays_equal_on_every_replica(distributed):
-    first, second = distributed["alphas"]
+def test_self_adjusted_alpha_stays_equal_on_every_replica(mirrored_data):
+    first, second = _mirrored(*mirrored_data, "alpha")["alphas"]
     assert first == second
     assert first != 2.5  # It moved.
 

@@ -307,8 +307,10 @@ def test_a_preset_is_overridden_by_the_config_file_and_then_by_flags(tmp_path):
     paper = settings("--preset", "paper")
     assert (paper.loss, paper.num_negatives, paper.alpha) == ("bce", 1, 2.5)
     # Early stopping fits each preset's curve (benchmarks/patience.py).
-    assert (recommended.patience, paper.patience) == (20, 40)
+    assert (recommended.patience, recommended.patience_growth) == (10, 0.5)
+    assert (paper.patience, paper.patience_growth) == (40, 0.0)
     assert settings("--patience", "7").patience == 7
+    assert settings("--patience-growth", "0").patience_growth == 0.0
     assert paper == TrainConfig(data="D", output="O")  # The paper's = the library's.
     file = tmp_path / "c.json"
     file.write_text(json.dumps({"num_negatives": 16, "alpha": 2.0}))
