@@ -1,7 +1,7 @@
 """What an early-stopping rule costs, replayed on recorded validation curves.
 
 Every run of the project's record (`benchmarks/results/runs.jsonl`) that went
-to its stop with patience 40 keeps its validation NDCG@10 per epoch; run
+to its stop with patience 40 or more keeps its validation NDCG@10 per epoch; run
 directories (`genni train` outputs, `--runs`) give theirs from state.json. A
 patience P below 40 is replayed on each curve: the run would have stopped at
 the first epoch P epochs after its best so far, keeping that best; a rule
@@ -73,11 +73,11 @@ def recorded_curves(path) -> list[dict]:
             users = json.loads(run["dataset"]).get("users")
             if not curve or preset is None or users not in DATASETS:
                 continue
-            if config.get("patience") != RECORDED_PATIENCE:
-                continue
+            if config.get("patience", 0) < RECORDED_PATIENCE:
+                continue  # Too short a curve to replay patience 40 on.
             if config.get("alpha") != PRESETS[preset]["alpha"]:
                 continue  # The paper's alpha sweeps: not the presets' settings.
-            ended = stop(curve, RECORDED_PATIENCE)[0] == len(curve)
+            ended = stop(curve, config["patience"])[0] == len(curve)
             if not ended and len(curve) < config.get("epochs", 200):
                 continue  # Cut short by hand: not a complete curve.
             runs.append(

@@ -135,7 +135,8 @@ def add_train(commands) -> None:
         help="Train SASRec with uniform, popularity or GenNi negatives.",
         description="Train SASRec (TFRS retrieval model) on the output of `genni "
         "preprocess`, early-stopping on validation NDCG@10, and test the best "
-        "epoch. Defaults are the paper's SASRec_GenNi.",
+        "epoch. Defaults are the recommended preset (GenNi's negatives under a "
+        "corrected sampled softmax); --preset paper is the paper's SASRec_GenNi.",
     )
     train_args.add_arguments(p)
     p.set_defaults(handler=_train)
