@@ -247,33 +247,31 @@ def test_non_finite_weights_with_a_finite_loss_never_become_the_best_epoch(
         (2, 1.2, 10),  # It waits 6 epochs: to the end (10), not stopped.
     ],
 )
-def test_patience_grows_with_the_best_epoch(
-    alternating, tmp_path, monkeypatch, patience, growth, stopped_at
-):
-    _, data, _ = alternating
+def test_patience_grows_with_the_best_epoch(tmp_path, patience, growth, stopped_at):
     curve = [1.0, 2.0, 3.0, 4.0, 5.0, 4.0, 4.5, 4.9, 3.0, 4.0]
-    calls = []
-
-    def scripted(self, model):
-        calls.append(1)
-        # (Past the curve: the best epoch's validation and test, at the end.)
-        return {"HR@10": 50.0, "NDCG@10": curve[min(len(calls), len(curve)) - 1]}
-
-    monkeypatch.setattr(train.Evaluator, "__call__", scripted)
-    monkeypatch.setattr(train, "_finish", lambda config, state, *args: dict(state))
-    config = _config(
-        data,
-        tmp_path / "run",
-        epochs=len(curve),
+    progress = cb.Progress(train._initial_state())
+    validation = cb.Validation(
+        progress,
+        lambda model: {"HR@10": 50.0, "NDCG@10": curve[len(progress.state["seen"])]},
+        str(tmp_path / "best" / "weights"),
+        every=1,
         patience=patience,
+        epochs=len(curve),
+        verbose=0,
         patience_growth=growth,
-        candidates="all",
-        hidden_size=8,
     )
-    state = train.train(config, verbose=0)
-    assert state["best_epoch"] == 5
-    assert state["epoch"] == stopped_at
-    assert state["stopped_early"] == (stopped_at < len(curve))
+    model = tf.Module()  # What the best weights are written from.
+    model.stop_training = False
+    validation.set_model(model)
+    progress.state["seen"] = []
+    epoch = 0
+    while epoch < len(curve) and not model.stop_training:
+        validation.on_epoch_end(epoch)
+        progress.state["seen"].append(epoch)
+        epoch += 1
+    assert progress.state["best_epoch"] == 5
+    assert epoch == stopped_at
+    assert progress.state["stopped_early"] == (stopped_at < len(curve))
 
 
 def test_a_non_finite_validation_metric_stops_the_run(
