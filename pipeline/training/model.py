@@ -60,6 +60,9 @@ def build_model(
     )
     model.compile(optimizer=tf.keras.optimizers.Adam(config.learning_rate))
     model(tf.zeros([1, info.max_len], tf.int64))  # Create the variables.
+    # And the optimizer's: created at the first step instead, they make
+    # `fit` trace its train step twice (tracing is most of a small run's time).
+    model.optimizer.build(model.trainable_variables)
     if sampler is not None and config.successors is not None:
         if successors:
             sampler.set_successors(dataset.successor_table(config.successors))

@@ -183,6 +183,8 @@ def build_pretrainer(
             s3rec.NEGATIVE_SEGMENT: zeros,
         }
     )
+    # The optimizer's variables too, so that `fit` traces its step once.
+    model.optimizer.build(model.trainable_variables)
     return model
 
 
