@@ -63,11 +63,13 @@ def build_model(
     # And the optimizer's: created at the first step instead, they make
     # `fit` trace its train step twice (tracing is most of a small run's time).
     model.optimizer.build(model.trainable_variables)
-    if sampler is not None and config.successors is not None:
-        if successors:
-            sampler.set_successors(dataset.successor_table(config.successors))
-        elif not sampler.built:  # Its table, for a checkpoint to restore.
-            sampler.build(tf.TensorShape([None, None]))
+    if sampler is not None and not sampler.built:
+        # Its state (GenNi's clusters, successor table) now, not at the first
+        # step, where it would make `fit` trace the step twice; built, it is
+        # there for a checkpoint to restore.
+        sampler.build(tf.TensorShape([None, config.hidden_size]))
+    if sampler is not None and config.successors is not None and successors:
+        sampler.set_successors(dataset.successor_table(config.successors))
     return model
 
 
