@@ -51,9 +51,11 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 
 # Each test file runs whole on one of up to 4 workers (its module fixtures are
-# built once); the 15 slowest tests are listed at the end.
+# built once), the slowest files first (tests/conftest.py: SLOW_FILES_FIRST);
+# the 15 slowest tests are listed at the end.
 test: lint
-	$(PY) -m pytest -q -n auto --maxprocesses=4 --dist loadfile --durations=15 tests
+	$(PY) -m pytest -q -n auto --maxprocesses=4 --dist loadfile --no-loadscope-reorder \
+		--durations=15 tests
 
 bench-preprocess: install
 	$(PY) benchmarks/preprocess.py
