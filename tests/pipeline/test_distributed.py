@@ -50,6 +50,9 @@ def straight_and_resumed(strategy, kill_epoch, **settings):
     except KeyboardInterrupt:
         pass
     train._log_epoch = original
+    import json as _json
+    with open(f"{out}/killed/{train.STATE_FILE}") as f:  # Resumed, not restarted.
+        assert _json.load(f)["epoch"] == kill_epoch - 1, "killed before a checkpoint"
     resumed = train.train(
         tiny_config("killed", **settings), resume=True, verbose=0, strategy=strategy
     )
@@ -105,18 +108,20 @@ if part == "pretrain":  # S3-Rec pre-training, killed in epoch 2 and resumed.
     pre_straight = pretrain.pretrain(pre_config("pre"), verbose=0, strategy=strategy)
     save = s3rec.save_encoder_weights
 
-    def killed_after_checkpoint_1(encoder, path):
+    def killed_in_epoch_2(encoder, path):  # After its checkpoint, before state.
         if len(pretrain.tf.train.get_checkpoint_state(
-            f"{out}/pre_killed/checkpoints").all_model_checkpoint_paths) == 1:
+            f"{out}/pre_killed/checkpoints").all_model_checkpoint_paths) == 2:
             raise KeyboardInterrupt
         save(encoder, path)
 
-    s3rec.save_encoder_weights = killed_after_checkpoint_1
+    s3rec.save_encoder_weights = killed_in_epoch_2
     try:
         pretrain.pretrain(pre_config("pre_killed"), verbose=0, strategy=strategy)
     except KeyboardInterrupt:
         pass
     s3rec.save_encoder_weights = save
+    with open(f"{out}/pre_killed/{pretrain.STATE_FILE}") as f:
+        result["killed_at"] = json.load(f)["epoch"]  # Where the resume starts.
     pre_resumed = pretrain.pretrain(
         pre_config("pre_killed"), resume=True, verbose=0, strategy=strategy
     )
@@ -182,7 +187,9 @@ def test_mirrored_run_resumes_where_it_would_have_ended(distributed):
 def test_mirrored_pretraining_learns_and_resumes_where_it_would_have_ended(
     mirrored_data,
 ):
-    straight, resumed = _mirrored(*mirrored_data, "pretrain")["pretrain"]
+    result = _mirrored(*mirrored_data, "pretrain")
+    assert result["killed_at"] == 1  # Epoch 2 resumed from epoch 1's checkpoint.
+    straight, resumed = result["pretrain"]
     assert [r["epoch"] for r in resumed] == [1, 2]
     assert straight[-1]["loss"] < straight[0]["loss"]
     for a, b in zip(straight, resumed, strict=True):
