@@ -125,9 +125,13 @@ def prepare(
             )
         )
         if changed:
+            was = ", ".join(
+                f"{k} {saved.get(k, defaults.get(k))!r} (now {current[k]!r})"
+                for k in changed
+            )
             raise ValueError(
                 f"--resume with different settings ({', '.join(changed)}) than the "
-                f"run in {output!r}."
+                f"run in {output!r}, which has {was}: pass its settings to resume it."
             )
         if os.path.exists(state_path):
             return read_json(state_path)

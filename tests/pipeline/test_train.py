@@ -178,8 +178,14 @@ def test_existing_run_needs_resume_and_same_settings(dataset, tmp_path):
     train.train(config, verbose=0)
     with pytest.raises(train.RunExistsError, match="--resume"):
         train.train(config, verbose=0)
-    with pytest.raises(ValueError, match="alpha"):
+    # The error says what the run has, so that its settings can be passed.
+    with pytest.raises(ValueError, match=r"has alpha 2\.5 \(now 1\.0\)"):
         train.train(_config(data, tmp_path / "run", epochs=1, alpha=1.0), resume=True)
+    # Each setting that differs is named with both values.
+    with pytest.raises(ValueError, match=r"has patience_growth 0\.0 \(now 0\.5\)"):
+        train.train(
+            _config(data, tmp_path / "run", epochs=1, patience_growth=0.5), resume=True
+        )
 
 
 def test_a_run_another_process_trains_is_refused_and_untouched(dataset, tmp_path):
