@@ -84,10 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "afresh for every G positions (50: about one subset per user, 1: one "
         "per position) instead of once per batch, so that a batch's negatives "
         "do not all come from the same few items. On a large catalog (M at "
-        "most 1/32 of it) G 1 draws each position's own M ids at once; with "
-        "the paper's GenNi, --max-candidates 256 --beta-group 1 --successors "
-        "16 matched scoring every item on a 79k-item benchmark, at 1.65-1.74x "
-        "a uniform step at 10^6 items (docs/scale.md).",
+        "most 1/32 of it) G 1 draws each position's own M ids at once; "
+        "--max-candidates 256 --beta-group 1 --successors 16 is the draw "
+        "docs/scale.md measured closest to scoring every item.",
     )
     parser.add_argument(
         "--max-candidates",

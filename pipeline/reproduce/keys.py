@@ -27,7 +27,7 @@ from genni.pipeline.training import rundir
 from genni.pipeline.training.config import PretrainConfig, TrainConfig
 
 # Settings of how a run is computed, not of what: packed batches give the
-# model and loss of the unpacked ones (tests/pipeline/test_packing.py), so a
+# model and loss of the unpacked ones (tests/components/test_packing.py), so a
 # packed and an unpacked run of the same settings are the same experiment.
 LAYOUT_SETTINGS = ("pack",)
 

@@ -22,10 +22,8 @@ from genni.models.config import SASRecConfig
 # is cut to the largest power of two within budget / P
 # (`genni.components.samplers.budget`). Batches of 256 users hold at most
 # 256 x 50 positions: M is 16,384 up to 32 training positions a user, 8,192
-# beyond; Beauty's and Toys' catalogs are scored whole. At 10^6 items, the
-# machine alone (benchmarks/results/sampler_scale_budget*.md), the paper's BCE
-# with k = 1 then costs 1.64x a uniform BCE step on 46-item histories (2.19x at
-# a fixed 16,384) and 1.53x on Beauty's; beta 1 was 9.5x already at 10^5.
+# beyond; Beauty's and Toys' catalogs are scored whole. What that costs and
+# gives at 10^6 items: docs/scale.md.
 DEFAULT_MAX_CANDIDATES = 1 << 14
 DEFAULT_DRAW_BUDGET = 1 << 27
 
@@ -283,10 +281,8 @@ class TrainConfig(_Settings):
 PRESETS: dict[str, dict] = {
     # GenNi's negatives under a sampled softmax with the log Q correction
     # (issue 31): k = 64, alpha 1 (GenNi's Q is then the model's own softmax).
-    # Seed 0, test HR@10 / NDCG@10: Beauty 9.51 / 5.80, Toys 10.04 / 6.29,
-    # against the paper preset's 8.81 / 5.29 and 9.39 / 5.77; a training step
-    # costs 1.79x the paper's packed, 1.43x unpacked
-    # (docs/reproduction.md#beyond-the-paper). GenNi scores at most 16,384
+    # Its quality and step cost against the paper preset's:
+    # docs/reproduction.md#beyond-the-paper. GenNi scores at most 16,384
     # items per draw (`DEFAULT_MAX_CANDIDATES`; all of Beauty's and Toys'), and
     # fewer on long histories (`DEFAULT_DRAW_BUDGET`), so that its cost stops
     # growing with the catalog and the histories. It stops after max(10, half
