@@ -25,6 +25,8 @@ import statistics
 
 from _common import RESULTS, write_results
 
+from genni.pipeline.training import rundir
+from genni.pipeline.training.callbacks import patience_limit
 from genni.pipeline.training.config import PRESETS
 
 RECORD = RESULTS / "runs.jsonl"
@@ -57,7 +59,7 @@ def stop(curve: list[float], patience: int, growth: float = 0.0) -> tuple[int, i
     for epoch, value in enumerate(curve, 1):
         if best is None or value > best:
             best, best_epoch = value, epoch
-        elif epoch - best_epoch >= max(patience, growth * best_epoch):
+        elif epoch - best_epoch >= patience_limit(patience, growth, best_epoch):
             return epoch, best_epoch
     return len(curve), best_epoch
 
@@ -90,14 +92,12 @@ def directory_curves(patterns: list[str]) -> list[dict]:
     runs = []
     for pattern in patterns:
         for run in sorted(glob.glob(pattern)):
-            state_path = os.path.join(run, "state.json")
-            config_path = os.path.join(run, "config.json")
+            state_path = os.path.join(run, rundir.STATE_FILE)
+            config_path = os.path.join(run, rundir.CONFIG_FILE)
             if not (os.path.exists(state_path) and os.path.exists(config_path)):
                 continue
-            with open(state_path) as f:
-                state = json.load(f)
-            with open(config_path) as f:
-                config = json.load(f)
+            state = rundir.read_json(state_path)
+            config = rundir.read_json(config_path)
             users = _users(config["data"], run)
             curve = [r["valid"]["NDCG@10"] for r in state["history"] if "valid" in r]
             preset = preset_of(config)
@@ -114,8 +114,7 @@ def _users(data: str, run: str) -> int | None:
     for base in ("", *(os.path.join(run, *[".."] * n) for n in (1, 2, 3))):
         path = os.path.join(base, data, "stats.json")
         if os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)["users"]
+            return rundir.read_json(path)["users"]
     return None
 
 

@@ -152,13 +152,10 @@ def chunked_target_ranks(
     batch = tf.shape(queries, out_type=tf.int64)[0]
     num_rows = tf.shape(items, out_type=tf.int64)[0]
     target_scores = tf.reduce_sum(queries * tf.gather(items, targets), axis=1)
-    # An item counts ahead when its score is not below the target's by more
-    # than float rounding can explain: the matmul and this sum add the same
-    # products in different orders, so exact ties (a collapsed model's
-    # equal rows, a duplicated embedding) may land either side by an ulp.
+    # The matmul below and this sum add the products in different orders:
+    # an item within rounding of the target's score is a tie (see above).
     bound = rounding_bound(queries)  # [B]
     norms = _finite_or_zero(tf.norm(items, axis=1))  # [num_rows]
-    # Items at most this far below the target count as ties (`rounding_bound`).
     slack = bound * tf.gather(norms, targets)
     # The (user, item) pairs that are not ranked against the target, once
     # each: the target itself and, under "new", the history.

@@ -75,9 +75,7 @@ QUICK = Grid(
 def _without_stopping(settings: dict) -> dict:
     """A preset's settings less its early stopping: every row of a grid runs
     on the grid's budget (epochs, patience), so that rows compare."""
-    return {
-        k: v for k, v in settings.items() if k not in ("patience", "patience_growth")
-    }
+    return {k: v for k, v in settings.items() if k not in configs.STOPPING_SETTINGS}
 
 
 def experiments(grid: Grid) -> dict[str, list[tuple[str, dict]]]:

@@ -212,7 +212,14 @@ class Validation(tf.keras.callbacks.Callback):
     def patience_limit(self) -> float:
         """Epochs without a better one that stop the run, now."""
         best = self.progress.state["best_epoch"] or 0
-        return max(self.patience, self.patience_growth * best)
+        return patience_limit(self.patience, self.patience_growth, best)
+
+
+def patience_limit(patience: int, growth: float, best_epoch: int) -> float:
+    """Epochs without a better validation that stop a run whose best epoch so
+    far is `best_epoch` (0: none): `patience`, or `growth` x the best epoch
+    when that is more."""
+    return max(patience, growth * best_epoch)
 
 
 class EpochCheckpoint(tf.keras.callbacks.Callback):

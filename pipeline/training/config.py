@@ -274,6 +274,10 @@ class TrainConfig(_Settings):
         )
 
 
+# When a run stops (`patience_limit`): a preset sets them, a search or a
+# grid overrides them with its own budget.
+STOPPING_SETTINGS = ("patience", "patience_growth")
+
 # Named settings for `genni train --preset NAME` and the `preset:` of `genni
 # pipeline`'s train section, over TrainConfig's defaults (a --config file and
 # flags given on the command line win over a preset). TrainConfig's own

@@ -361,7 +361,7 @@ def write_results(tuner: GenNiTuner, output: str) -> dict:
         best = dict(rows[0]["config"])
         # The trial budget (epochs, patience) and batch layout are the
         # search's, not settings found.
-        for key in ("data", "output", "epochs", "patience", "patience_growth", "pack"):
+        for key in ("data", "output", "epochs", "pack", *configs.STOPPING_SETTINGS):
             best.pop(key, None)
         with open(os.path.join(output, BEST_CONFIG_FILE), "w") as f:
             json.dump(best, f, indent=2, sort_keys=True)
