@@ -52,12 +52,8 @@ def test_scores_cover_the_catalog_and_use_the_shared_table():
     scores = model(tf.constant([[0, 0, 1, 2, 3]]))
     assert scores.shape == (1, V + 1)
     h = model.query_embeddings(tf.constant([[0, 0, 1, 2, 3]]))
-    np.testing.assert_allclose(
-        scores.numpy(),
-        (h @ tf.transpose(model.item_embeddings)).numpy(),
-        rtol=1e-5,
-        atol=1e-5,
-    )
+    want = (h @ tf.transpose(model.item_embeddings)).numpy()
+    np.testing.assert_allclose(scores.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
 def test_self_adjusting_alpha_moves_alpha():

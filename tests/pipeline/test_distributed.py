@@ -50,9 +50,8 @@ def straight_and_resumed(strategy, kill_epoch, **settings):
     except KeyboardInterrupt:
         pass
     train._log_epoch = original
-    import json as _json
     with open(f"{out}/killed/{train.STATE_FILE}") as f:  # Resumed, not restarted.
-        assert _json.load(f)["epoch"] == kill_epoch - 1, "killed before a checkpoint"
+        assert json.load(f)["epoch"] == kill_epoch - 1, "killed before a checkpoint"
     resumed = train.train(
         tiny_config("killed", **settings), resume=True, verbose=0, strategy=strategy
     )

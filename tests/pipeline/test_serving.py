@@ -126,12 +126,8 @@ def test_rest_grpc_and_savedmodel_agree(exported, server):
     response = stub.Predict(request, timeout=30)
     ids = [b.decode() for b in tf.make_ndarray(response.outputs["item_ids"])[0]]
     assert ids == want_ids
-    np.testing.assert_allclose(
-        tf.make_ndarray(response.outputs["scores"])[0],
-        want_scores,
-        rtol=1e-5,
-        atol=1e-5,
-    )
+    scores = tf.make_ndarray(response.outputs["scores"])[0]
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-5)
     assert response.model_spec.version.value == 1
 
     status_stub = model_service_pb2_grpc.ModelServiceStub(channel)
