@@ -14,7 +14,7 @@ SHARED := ../shared/data
 export TF_USE_LEGACY_KERAS := 1
 
 .PHONY: install demo test lint format bench-preprocess bench-samplers bench-allocator bench-pretrain check-toys \
-	reproduce-beauty reproduce-toys clean
+	reproduce-beauty reproduce-toys report clean
 
 install: $(STAMP)
 
@@ -22,7 +22,7 @@ $(STAMP): setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is needed (see README)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,ann]'
+	$(PY) -m pip install --quiet -e '.[dev,ann,research]'
 	touch $(STAMP)
 
 demo: install
@@ -84,6 +84,21 @@ reproduce-toys: install
 	$(GENNI) preprocess --input $(SHARED)/Toys_and_Games.txt --output $(RUNS)/data/toys --overwrite
 	$(PY) benchmarks/reproduce.py --data $(RUNS)/data/toys --dataset toys \
 		--runs-dir $(RUNS) --seeds $(SEEDS)
+
+# The paper's report from the archived runs (research/, in the clone, not in the
+# installed package): `make report DATASET=toys`; REPORT_FLAGS="--seeds 4" to
+# train what the archive lacks, "--report-only" to train nothing.
+DATASET := beauty
+REPORT_SOURCE_beauty := Beauty.txt
+REPORT_SOURCE_toys := Toys_and_Games.txt
+REPORT_FLAGS := --seeds 1 --pack
+
+report: install
+	test -f $(RUNS)/data/$(DATASET)/stats.json || $(GENNI) preprocess \
+		--input $(SHARED)/$(REPORT_SOURCE_$(DATASET)) --output $(RUNS)/data/$(DATASET)
+	$(PY) -m research.report --data $(RUNS)/data/$(DATASET) --output docs/results/$(DATASET) \
+		--runs-dir $(RUNS) --paper $(DATASET) --archive benchmarks/results/runs.jsonl \
+		$(REPORT_FLAGS)
 
 clean:
 	rm -rf $(DEMO) .pytest_cache .ruff_cache

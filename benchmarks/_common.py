@@ -15,6 +15,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # As the `genni` command.
 
 ROOT = Path(__file__).resolve().parents[1]
+# The research tooling (`research/`) lives in the clone, not in the package.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 SHARED_DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -93,7 +96,7 @@ def time_side_by_side(
     import statistics
     import tempfile
 
-    from genni.pipeline.reproduce import speed
+    from research import speed
 
     args = timing_parser(doc, rounds=rounds).parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,7 +25,7 @@ import numpy as np
 from _common import machine, write_results
 
 from genni.pipeline.cli import quiet
-from genni.pipeline.reproduce.commands import relative, shell_line
+from research.commands import relative, shell_line
 
 
 def measure(index, queries, excluded, exact, strings) -> dict:

@@ -3,7 +3,7 @@
 GenNi scores a beta fraction V' of the items, drawn once per batch or, with
 `--beta-group G`, afresh for every G positions. Training steps of uniform and
 of GenNi with each, at beta 0.1 and 0.001, on packed batches, are timed side
-by side in one process (`genni.pipeline.reproduce.speed.step_times`) and
+by side in one process (`research.speed.step_times`) and
 printed as ratios to uniform.
 
     python benchmarks/beta_group_speed.py [--data DIR] [--rounds 5] [--steps 10]
@@ -15,7 +15,7 @@ import sys
 
 from _common import publish, time_side_by_side
 
-from genni.pipeline.reproduce import report
+from research import report
 
 GROUP = report.BETA_GROUP
 

@@ -17,10 +17,10 @@ import sys
 
 from _common import machine, write_results
 
-from genni.pipeline.reproduce.commands import relative, shell_line
-from genni.pipeline.reproduce.paper import METRICS as TEST_METRICS
 from genni.pipeline.training import rundir
 from genni.pipeline.training.config import TrainConfig
+from research.commands import relative, shell_line
+from research.paper import METRICS as TEST_METRICS
 
 # Settings that never change what a run learns, left out of the comparison.
 IGNORED = {"data", "output", "epochs", "patience"}

@@ -6,7 +6,7 @@ unmaps GenNi's large score blocks afresh, and on small VMs the page faults
 cost as much as the math. The allocator is chosen when TensorFlow starts, so
 each setting runs in its own process; the two alternate, round by round, so
 that machine noise hits both alike. Each process times the same training steps
-(`genni.pipeline.reproduce.speed.step_times`: GenNi beta 1 and uniform, packed
+(`research.speed.step_times`: GenNi beta 1 and uniform, packed
 and not) and
 reports its user and kernel CPU seconds.
 
@@ -37,7 +37,7 @@ SETTINGS = {"malloc": "false", "bfc": "true"}
 
 def child(data_dir: str, steps: int) -> dict:
     """One process's step times (s) and its CPU seconds."""
-    from genni.pipeline.reproduce import speed
+    from research import speed
 
     times = speed.step_times(data_dir, CONFIGS, rounds=1, steps=steps, verbose=False)
     usage = resource.getrusage(resource.RUSAGE_SELF)

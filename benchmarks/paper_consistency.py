@@ -25,9 +25,9 @@ import sys
 from _common import RESULTS, machine, write_results
 
 from genni.components.metrics import metrics_consistent, ndcg_gap_bounds
-from genni.pipeline.reproduce import records
-from genni.pipeline.reproduce.paper import METRICS as FOUR
-from genni.pipeline.reproduce.paper import PAPER
+from research import records
+from research.paper import METRICS as FOUR
+from research.paper import PAPER
 
 RECORD = RESULTS / "runs.jsonl"
 

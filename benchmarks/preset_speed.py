@@ -3,7 +3,7 @@
 Training steps of `genni train --preset paper` (BCE, one GenNi negative) and
 `--preset recommended`, the default (GenNi's 64 negatives under the corrected
 sampled softmax), on packed and on unpacked batches, timed side by side in one process
-(`genni.pipeline.reproduce.speed.step_times`). Within one batch layout both
+(`research.speed.step_times`). Within one batch layout both
 take the same number of steps per epoch, so the step-time ratio is the epoch
 ratio. Target (issue 31): at most 2x, packed and unpacked.
 

@@ -1,7 +1,7 @@
 """Reproduce the paper's table: uniform, popularity, GenNi and S3-Rec variants.
 
 Each (variant, seed) trains into RUNS_DIR/<dataset>_<variant>_s<seed>
-(`keys.variant_run_name`) with `genni train` settings; a run whose metrics.json
+(`run_names.variant_run_name`) with `genni train` settings; a run whose metrics.json
 exists is reused, a killed one resumes. Writes a Markdown table (mean +- std
 over seeds, test, %) beside the paper's numbers (`paper.PAPER`), with seconds
 per epoch.
@@ -11,9 +11,9 @@ per epoch.
         [--pack] [--name RESULTS_NAME] [--pretrain-epochs N] [--pretrain-seed S]
 
 The s3rec variants fine-tune from `genni pretrain` runs
-(RUNS_DIR/<dataset>_pretrain[<N>]_s<seed>, `keys.pretrain_run_name`), trained
+(RUNS_DIR/<dataset>_pretrain[<N>]_s<seed>, `run_names.pretrain_run_name`), trained
 first when missing; their run names carry a pre-training other than the
-default (`keys.finetune_variant_name`).
+default (`run_names.finetune_variant_name`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ import sys
 
 from _common import RESULTS, machine, mean_std, write_results
 
-from genni.pipeline.reproduce import keys, records
-from genni.pipeline.reproduce.commands import relative, shell_line
-from genni.pipeline.reproduce.paper import METRICS, PAPER
-from genni.pipeline.reproduce.sections import inconsistent_row_note
-from genni.pipeline.training import rundir, train
+from genni.pipeline.training import keys, rundir, train
 from genni.pipeline.training.config import DEFAULT_ALPHA_STEP, TrainConfig
+from research import records, run_names
+from research.commands import relative, shell_line
+from research.paper import METRICS, PAPER
+from research.sections import inconsistent_row_note
 
 # GenNi's negatives under the corrected sampled softmax, k = 64, alpha 1: the
 # settings of the recommended preset (`--preset recommended`) when it was chosen.
@@ -88,15 +88,17 @@ def run_variant(
     patience: int,
     report_only: bool = False,
     include_running: bool = False,
-    pretrain_epochs: int = keys.DEFAULT_PRETRAIN_EPOCHS,
+    pretrain_epochs: int = run_names.DEFAULT_PRETRAIN_EPOCHS,
     pack: bool = False,
     pretrain_seed: int | None = None,
 ) -> dict | None:
     name = variant
     if variant in PRETRAINED:
-        name = keys.finetune_variant_name(variant, seed, pretrain_epochs, pretrain_seed)
+        name = run_names.finetune_variant_name(
+            variant, seed, pretrain_epochs, pretrain_seed
+        )
         pretrain_seed = seed if pretrain_seed is None else pretrain_seed
-    output = os.path.join(runs_dir, keys.variant_run_name(dataset, name, seed))
+    output = os.path.join(runs_dir, run_names.variant_run_name(dataset, name, seed))
     if not os.path.exists(output):
         # The same settings may have run under another name (a report grid's
         # run, packed or not, or one restored from an archive): reuse it.
@@ -146,7 +148,7 @@ def finished_twin(runs_dir: str, config: TrainConfig) -> str | None:
 
 
 def pretrain_dir(runs_dir: str, dataset: str, seed: int, epochs: int) -> str:
-    return os.path.join(runs_dir, keys.pretrain_run_name(dataset, seed, epochs))
+    return os.path.join(runs_dir, run_names.pretrain_run_name(dataset, seed, epochs))
 
 
 def pretrained(data: str, runs_dir: str, dataset: str, seed: int, epochs: int) -> str:
@@ -189,7 +191,7 @@ def command(args: argparse.Namespace) -> str:
     words += ["--dataset", args.dataset, "--runs-dir", relative(args.runs_dir)]
     words += ["--seeds", *map(str, args.seeds), "--variants", *args.variants]
     if set(args.variants) & set(PRETRAINED):
-        if args.pretrain_epochs != keys.DEFAULT_PRETRAIN_EPOCHS:
+        if args.pretrain_epochs != run_names.DEFAULT_PRETRAIN_EPOCHS:
             words += ["--pretrain-epochs", str(args.pretrain_epochs)]
         if args.pretrain_seed is not None:
             words += ["--pretrain-seed", str(args.pretrain_seed)]
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pretrain-epochs",
         type=int,
-        default=keys.DEFAULT_PRETRAIN_EPOCHS,
+        default=run_names.DEFAULT_PRETRAIN_EPOCHS,
         help="S3-Rec pre-training epochs for the s3rec variants (data needs "
         "item attributes).",
     )

@@ -40,8 +40,8 @@ import tempfile
 from _common import beauty_data, machine, write_results
 
 from genni.components.samplers.clusters import default_clusters
-from genni.pipeline.reproduce.commands import relative, shell_line
 from genni.pipeline.training.config import PRESETS
+from research.commands import relative, shell_line
 
 SIZES = (10_000, 100_000, 1_000_000)
 CAP = PRESETS["recommended"]["max_candidates"]  # The recommended preset's cap.
@@ -124,9 +124,9 @@ def step_point(
     data: str, num_items: int, rounds: int, steps: int, only: list[str] | None
 ) -> dict:
     """Run in a child process: Part 1 at one catalog size."""
-    from genni.pipeline.reproduce import speed
     from genni.pipeline.training.config import TrainConfig
     from genni.pipeline.training.data import Dataset
+    from research import speed
 
     times = speed.step_times(
         data, chosen(num_items, only), rounds, steps, verbose=False, num_items=num_items
@@ -145,7 +145,7 @@ def step_point(
 
 def tv_distance(logits, cap: int, draws: int) -> float:
     """Mean TV between the capped and the exact law over the rows of `logits`."""
-    from genni.components.samplers import law
+    from research import law
 
     capped = law.capped_law(logits, cap, draws)
     return float(law.total_variation(capped, law.softmax(logits)).mean())
@@ -204,7 +204,7 @@ def law_point(
 
     import numpy as np
 
-    from genni.components.samplers import law
+    from research import law
 
     exact = law.softmax(logits)
     point = {"items": num_items, "top1_prob": float(np.median(exact.max(axis=1)))}

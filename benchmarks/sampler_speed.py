@@ -24,7 +24,7 @@ import time
 
 from _common import SHARED_DATA, beauty_data, machine, write_results
 
-from genni.pipeline.reproduce import speed
+from research import speed
 
 CONFIGS = {
     "uniform": dict(sampler="uniform"),

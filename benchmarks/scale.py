@@ -40,7 +40,7 @@ import time
 from _common import free_port, machine, write_results
 
 from genni.components import schema
-from genni.pipeline.reproduce.commands import shell_line
+from research.commands import shell_line
 
 GIB = 1 << 30
 GENNI = [sys.executable, "-m", "genni.pipeline.cli.main"]

@@ -18,7 +18,6 @@ MAX_LINES = 700
 FLOORS = [
     ("genni.pipeline.cli",),
     (
-        "genni.pipeline.reproduce",
         "genni.pipeline.serving",
         "genni.pipeline.training",
         "genni.pipeline.preprocess",
@@ -28,15 +27,13 @@ FLOORS = [
     ("genni.components",),
 ]
 # Sideways imports between jobs of the same floor that are part of the design:
-# the report and the serving export read training runs; training reads the
+# the serving export reads training runs; training reads the
 # dataset contract written by preprocessing; batch recommendations read logs
 # the way preprocessing does.
 SIDEWAYS = {
-    ("genni.pipeline.reproduce", "genni.pipeline.training"),
     ("genni.pipeline.serving", "genni.pipeline.training"),
     ("genni.pipeline.serving", "genni.pipeline.preprocess"),
     ("genni.pipeline.training", "genni.pipeline.preprocess"),
-    ("genni.pipeline.reproduce", "genni.pipeline.preprocess"),
 }
 
 
@@ -142,13 +139,12 @@ def test_no_import_circle():
 def test_sampler_names_are_branched_on_in_the_registry_only():
     """What a sampler name means lives in `components/samplers/registry.py`;
     the jobs ask it (`registry.get(name).model_generated`, ...) instead of
-    comparing names. The report's grid and run keys name the paper's rows,
-    and may."""
+    comparing names (the research tooling, outside the package, names the
+    paper's rows)."""
     allowed = {"genni.components.samplers.registry"}
-    naming = ("genni.pipeline.reproduce.",)
     compared = []
     for module, path in sources().items():
-        if module in allowed or module.startswith(naming):
+        if module in allowed:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Compare):
@@ -279,3 +275,33 @@ def test_the_runtimes_own_log_lines_are_filtered_for_the_whole_command(
         assert any("util.cc:131" in line for line in lines)
         return
     assert lines == ["own line", "E0000 00:00:1.5 7 real.cc:1] a real failure"]
+
+
+def test_the_wheel_is_the_product(tmp_path):
+    """The installed package holds the product only: the paper-reproduction
+    tooling (`research/`: the report, the exact-law check) stays in the clone."""
+    import shutil
+    import zipfile
+
+    # Built from a copy of the clone's files, so that no build/ lands in it.
+    source = tmp_path / "src"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            "__pycache__", "*.egg-info", ".*", "demo_out", "runs", "docs", "benchmarks"
+        ),
+    )
+    wheel = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps"]
+    subprocess.run(
+        [*wheel, "--no-build-isolation", "--wheel-dir", str(tmp_path), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("genni-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    modules = [n for n in names if n.endswith(".py")]
+    assert "genni/pipeline/training/train.py" in modules  # It is the package.
+    shipped = [n for n in modules if "reproduce" in n or n.endswith("/law.py")]
+    assert not shipped, shipped
+    assert not [n for n in names if n.startswith("research")]

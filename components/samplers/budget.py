@@ -2,7 +2,7 @@
 
 Pure arithmetic, without TensorFlow: the run's settings resolve it
 (`TrainConfig.draw_candidates`), and so do the runs' keys
-(`genni.pipeline.reproduce.keys`).
+(`genni.pipeline.training.keys`).
 """
 
 from __future__ import annotations

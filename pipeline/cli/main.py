@@ -1,5 +1,5 @@
 """The `genni` command: the parser assembled from one module per command group
-(`data`, `training`, `report`, `serving`), and the process set-up.
+(`data`, `training`, `serving`, `workflow`), and the process set-up.
 
     genni synth --output log.json.gz            # a synthetic review log
     genni preprocess --input 'logs/*.json.gz' --output data/
@@ -19,14 +19,12 @@ import argparse
 import os
 import sys
 
-from genni.pipeline.cli import data, quiet, report, serving, training, workflow
+from genni.pipeline.cli import data, quiet, serving, training, workflow
 from genni.pipeline.cli.data import format_stats
-from genni.pipeline.cli.report import REPORT_DATASETS
 from genni.pipeline.cli.training import format_metrics, format_table
 
 __all__ = [
     "EXIT_USAGE",
-    "REPORT_DATASETS",
     "build_parser",
     "format_metrics",
     "format_stats",
@@ -60,7 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_synth(commands)
     training.add_train(commands)
     training.add_pretrain(commands)
-    report.add_report(commands)
     training.add_evaluate(commands)
     training.add_tune(commands)
     serving.add_export(commands)

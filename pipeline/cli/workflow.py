@@ -16,7 +16,8 @@ skipped when
 - tune: the search with the same settings on the same dataset has its best
   configuration (keras-tuner continues an unfinished one);
 - train: a finished run with the same run key (settings + dataset statistics,
-  as `genni report` keys runs) is in `workdir/runs`; an unfinished one resumes;
+  as `genni.pipeline.training.keys` keys runs) is in `workdir/runs`; an
+  unfinished one resumes;
 - evaluate: always cheap: the run's test metrics (`metrics.json`);
 - export: the served version already holds this run, or this run was refused
   against the version serving now (the guarded export,
@@ -155,8 +156,8 @@ def step_tune(config: dict, data: str, log) -> dict:
     settings = config.get("tune")
     if settings is None:
         return {}
-    from genni.pipeline.reproduce.keys import data_fingerprint
     from genni.pipeline.training import tune
+    from genni.pipeline.training.keys import data_fingerprint
 
     key = _digest([settings, data_fingerprint(data)])
     output = os.path.join(config["workdir"], "tune", key)
@@ -190,8 +191,7 @@ def train_config(config: dict, data: str, tuned: dict):
 
 
 def step_train(config: dict, data: str, tuned: dict, log) -> str:
-    from genni.pipeline.reproduce import keys
-    from genni.pipeline.training import rundir, train
+    from genni.pipeline.training import keys, rundir, train
     from genni.pipeline.training.config import TrainConfig
 
     runs_dir = os.path.join(config["workdir"], "runs")

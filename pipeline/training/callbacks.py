@@ -13,7 +13,7 @@ what happens around the steps is a callback each, sharing the run's `Progress`
 | `Validation`      | epoch end        | valid metrics, the best weights, early stop |
 | `EpochCheckpoint` | epoch end (last) | tensorboard, history, checkpoint, state.json |
 
-The case study of `genni report` adds its own callback to the same driver.
+The case study of `python -m research.report` adds its own callback to the same driver.
 """
 
 from __future__ import annotations

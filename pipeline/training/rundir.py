@@ -4,7 +4,7 @@ A run directory holds `config.json` (the settings) and `state.json` (progress
 at the latest checkpoint). Starting again in the same directory needs
 `--resume` and the same settings, so a run never continues with other ones.
 One process at a time trains in a directory (`claim`): a second one, by hand
-or from a second `genni report` grid, is refused instead of writing over the
+or from a second report grid, is refused instead of writing over the
 first one's checkpoints.
 """
 

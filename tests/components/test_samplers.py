@@ -175,7 +175,7 @@ def test_genni_beta_group_on_a_large_catalog_draws_ids_and_masks_repeats():
     # m * 32 <= |V|: each group's V' is m ids drawn with replacement, its
     # repeats masked. The law of a draw is then the capped one (a uniform
     # subset of about m items), the target never drawn, under XLA too.
-    from genni.components.samplers import law
+    from research import law
 
     n, m, rows, target = 640, 20, 60_000, 3
     table = tf.random.stateless_normal([n + 1, D], [0, 1])
@@ -501,7 +501,7 @@ def test_errors_name_the_argument(make, message):
 
 
 def test_the_capped_law_in_closed_form_is_the_capped_samplers_law():
-    from genni.components.samplers import law
+    from research import law
 
     # 12 items, 4 candidates per batch (max_candidates), one query: the law
     # of many batches' draws is `law.capped_law`'s, and differs from the

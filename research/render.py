@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 
-from genni.pipeline.reproduce.claims import verdicts
-from genni.pipeline.reproduce.paper import four_metrics
-from genni.pipeline.reproduce.sections import (
+from genni.pipeline.training import rundir
+from research.claims import verdicts
+from research.paper import four_metrics
+from research.sections import (
     ROW_NAMES,
     SECTIONS,
     USE_SPEED,
     case_lines,
     table_row,
 )
-from genni.pipeline.reproduce.table import NotRun, collect
-from genni.pipeline.training import rundir
+from research.table import NotRun, collect
 
 REPORT_FILE = "report.md"
 RESULTS_FILE = "results.json"

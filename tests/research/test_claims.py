@@ -1,10 +1,10 @@
 """The paper's claims as data: each claim's text, the runs it needs and its
-judge travel together (`genni.pipeline.reproduce.claims`)."""
+judge travel together (`research.claims`)."""
 
 import pytest
 
-from genni.pipeline.reproduce import report
-from tests.pipeline.test_report import GRID, finish, value_of
+from research import report
+from tests.research.test_report import GRID, finish, value_of
 
 
 @pytest.mark.parametrize("index", range(len(report.CLAIMS)))

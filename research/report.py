@@ -1,4 +1,5 @@
-"""`genni report`: the paper's tables and figures, regenerated on your data.
+"""`python -m research.report` (`make report`): the paper's tables and figures,
+regenerated on your data.
 
 Runs (or reuses) an experiment grid of `genni train` runs and writes
 `REPORT_DIR/report.md` with PNG plots: the main table beside the paper, the
@@ -16,12 +17,13 @@ The efficiency table's speed comes from training steps of each sampler timed
 side by side in one process (`REPORT_DIR/speed.json`, timed once), not from the
 runs' own epoch times, which depend on what else shared the machine.
 
-This module runs the report; the rest of `genni.pipeline.reproduce` holds one
+This module runs the report; the rest of `research` holds one
 concern each, and the names other code uses are importable from here too:
 
 - `paper`: the paper's numbers (the only copy);
 - `grid`: the grid of experiments and its runs (`plan`);
-- `keys`: a run's key and names, finding runs by their settings;
+- `run_names`: the names of `benchmarks/reproduce.py`'s runs (run keys are
+  the product's, `genni.pipeline.training.keys`);
 - `records`: the compact archive of finished runs (restore, append);
 - `schedule`: the order runs train in, and training them (`run_grid`);
 - `table`: the finished runs by experiment and label (`collect`);
@@ -33,26 +35,37 @@ concern each, and the names other code uses are importable from here too:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
+import sys
 import time
 
 from genni.components import schema
-from genni.pipeline.reproduce.case_study import (
+from genni.pipeline.training import rundir
+from genni.pipeline.training.keys import (
+    LATER_SETTINGS,
+    LAYOUT_SETTINGS,
+    SAMPLER_SETTINGS,
+    data_fingerprint,
+    existing_runs,
+    run_key,
+)
+from research.case_study import (
     CASE_STUDY_CHECKPOINT,
     CASE_STUDY_FILE,
     case_study,
 )
-from genni.pipeline.reproduce.claims import (
+from research.claims import (
     ALPHA_FALL,
     BPR_GAIN,
     CLAIMS,
     Claim,
     claim_runs,
 )
-from genni.pipeline.reproduce.claims import verdicts as claims
-from genni.pipeline.reproduce.commands import report_command as command_line
-from genni.pipeline.reproduce.grid import (
+from research.claims import verdicts as claims
+from research.commands import report_command as command_line
+from research.grid import (
     BETA_GROUP,
     FULL,
     MAIN_ALPHA,
@@ -61,37 +74,28 @@ from genni.pipeline.reproduce.grid import (
     experiments,
     plan,
 )
-from genni.pipeline.reproduce.keys import (
-    LATER_SETTINGS,
-    LAYOUT_SETTINGS,
-    SAMPLER_SETTINGS,
-    data_fingerprint,
-    existing_runs,
-    run_key,
-)
-from genni.pipeline.reproduce.paper import METRICS, PAPER
-from genni.pipeline.reproduce.records import (
+from research.paper import METRICS, PAPER
+from research.records import (
     ARCHIVE_DATASET,
     archive_runs,
     archived_runs,
     restore_runs,
 )
-from genni.pipeline.reproduce.render import REPORT_FILE, RESULTS_FILE, render
-from genni.pipeline.reproduce.schedule import (
+from research.render import REPORT_FILE, RESULTS_FILE, render
+from research.schedule import (
     Priorities,
     priorities,
     run_grid,
     sketch_runs,
 )
-from genni.pipeline.reproduce.sections import (
+from research.sections import (
     ROW_NAMES,
     beta_note,
     case_lines,
     inconsistent_row_note,
 )
-from genni.pipeline.reproduce.speed import SPEED_FILE, TIMED, measure_speed
-from genni.pipeline.reproduce.table import NotRun, collect
-from genni.pipeline.training import rundir
+from research.speed import SPEED_FILE, TIMED, measure_speed
+from research.table import NotRun, collect
 
 __all__ = [
     "ALPHA_FALL",
@@ -222,3 +226,89 @@ def report(
             f"({time.perf_counter() - start:.0f} s)"
         )
     return text
+
+
+REPORT_DATASETS = ("beauty", "toys")  # Those with the paper's numbers.
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m research.report",
+        description="Run (or reuse) the grid of `genni train` runs behind the "
+        "paper's tables and figures and write REPORT_DIR/report.md with PNG plots: "
+        "main and efficiency tables, alpha / beta / k sweeps, BPR with 1..8 "
+        "negatives, valid NDCG@10 vs time, self-adjusted alpha, a case study, and "
+        "each claim marked reproduced or not. Finished runs are never retrained; "
+        "an interrupted grid resumes; report processes sharing one --runs-dir "
+        "(each with its own --output) each take the next run no other one is "
+        "training.",
+    )
+    p.add_argument("--data", required=True, help="Output of `genni preprocess`.")
+    p.add_argument("--output", required=True, help="Report directory.")
+    p.add_argument(
+        "--runs-dir", default=None, help="Where runs live (default REPORT_DIR/runs)."
+    )
+    p.add_argument("--seeds", type=int, default=None, help="Seeds 0..N-1 (full: 4).")
+    p.add_argument(
+        "--quick", action="store_true", help="Reduced grid: 3 epochs, one seed."
+    )
+    p.add_argument(
+        "--archive",
+        default=None,
+        help="A record of finished runs, one line each (small enough to "
+        "commit, e.g. benchmarks/results/runs.jsonl; .jsonl is added to a new "
+        "name; a directory of their metrics.json also works): runs kept there "
+        "are restored into --runs-dir instead of trained again, and each run "
+        "that finishes is added to it.",
+    )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="Train nothing: render from the runs that have finished (the "
+        "case study, which trains after the grid, waits for a run without it).",
+    )
+    p.add_argument(
+        "--pack",
+        action="store_true",
+        help="Train the runs still missing on packed batches (`genni train "
+        "--pack`: the same model and loss, several times faster on short "
+        "sequences). Finished runs are reused whether packed or not.",
+    )
+    p.add_argument(
+        "--paper",
+        choices=REPORT_DATASETS,
+        default=None,
+        help="Put the paper's numbers for this dataset beside ours.",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m research.report` (or `make report`): run and render."""
+    from genni.pipeline.cli import quiet
+
+    args = build_parser().parse_args(argv)
+    quiet.configure(False)
+    quiet.start_quietly()
+    try:
+        with quiet.worker_stderr_filtered():
+            report(
+                args.data,
+                args.output,
+                runs_dir=args.runs_dir,
+                quick=args.quick,
+                seeds=args.seeds,
+                dataset=args.paper,
+                commands=[command_line(args)],  # Shell-quoted, relative paths.
+                report_only=args.report_only,
+                pack=args.pack,
+                archive=args.archive,
+            )
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        print(f"research.report: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from genni.pipeline.reproduce import grid as grids
-from genni.pipeline.reproduce.table import NotRun, ends, finished, mean, need
+from research import grid as grids
+from research.table import NotRun, ends, finished, mean, need
 
 Runs = set[tuple[str, str]]  # (experiment, label) pairs.
 

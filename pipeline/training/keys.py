@@ -2,10 +2,9 @@
 
 A run is keyed by its full configuration (seed included) and its dataset's
 statistics, not by paths (`run_key`), so a run made anywhere under any name is
-found again by its settings (`existing_runs`). Names are for people: a report
-grid's run is `<slug>-<key>` (`run_name`), a `benchmarks/reproduce.py` run
-`<dataset>_<variant>_s<seed>` (`variant_run_name`), and an archived run
-`<dataset>_<run dir name>` (`archive_name`).
+found again by its settings (`existing_runs`). Names are for people: a
+pipeline's or a report grid's run is `<slug>-<key>` (`run_name`); the
+research tooling's own names are in `research/run_names.py`.
 """
 
 from __future__ import annotations
@@ -18,13 +17,13 @@ import os
 from typing import Any
 
 from genni.components import schema
-from genni.components.samplers import budget
+from genni.components.samplers import budget, registry
 from genni.components.samplers.budget import (
     DEFAULT_CLUSTER_REFRESH,
     DEFAULT_CLUSTER_SAMPLES,
 )
 from genni.pipeline.training import rundir
-from genni.pipeline.training.config import PretrainConfig, TrainConfig
+from genni.pipeline.training.config import TrainConfig
 
 # Settings of how a run is computed, not of what: packed batches give the
 # model and loss of the unpacked ones (tests/components/test_packing.py), so a
@@ -66,9 +65,6 @@ SAMPLER_SETTINGS = (
     "cluster_refresh",
     "successors",
 )
-
-# `genni pretrain`'s length, which pre-training names leave out.
-DEFAULT_PRETRAIN_EPOCHS = PretrainConfig.epochs
 
 # The statistics that identify a dataset (`data_fingerprint`).
 FINGERPRINT_STATS = ("users", "items", "events", "max_len", "min_count", "min_rating")
@@ -143,10 +139,14 @@ def slug(values: dict, seed: int) -> str:
     """A readable name for a run's settings (the key makes it unique)."""
     if values.get("loss") == "softmax":  # No negatives: the sampler is unused.
         return f"softmax_s{seed}"
-    parts = [str(values.get("sampler", "genni"))]
-    if values.get("init_from"):  # Fine-tuned from a pre-training (S3-Rec).
+    sampler = str(values.get("sampler", "genni"))
+    parts = [sampler]
+    # A fine-tuned run (S3-Rec) is named by its pre-training, not its draw.
+    generated = sampler in registry.model_generated()
+    if values.get("init_from"):
         parts.insert(0, "pretrained")
-    if parts[0] == "genni":
+        generated = False
+    if generated:
         parts.append(f"a{values.get('alpha', 2.5):g}")
         if values.get("beta_growth") is not None:
             parts.append(f"m{values['beta_growth']:g}")
@@ -166,42 +166,6 @@ def slug(values: dict, seed: int) -> str:
 def run_name(values: dict, seed: int, key: str) -> str:
     """The directory name of a report grid's run (or of a restored run)."""
     return f"{slug(values, seed)}-{key}"
-
-
-def variant_run_name(dataset: str, variant: str, seed: int) -> str:
-    """The directory name of a `benchmarks/reproduce.py` run."""
-    return f"{dataset}_{variant}_s{seed}"
-
-
-def pretrain_run_name(
-    dataset: str, seed: int, epochs: int = DEFAULT_PRETRAIN_EPOCHS
-) -> str:
-    """The directory name of an S3-Rec pre-training of `benchmarks/reproduce.py`:
-    `<dataset>_pretrain<epochs>_s<seed>`, or `<dataset>_pretrain_s<seed>` at the
-    default length (the name of the runs archived before lengths varied), so
-    that pre-trainings of different lengths never share a directory."""
-    if epochs == DEFAULT_PRETRAIN_EPOCHS:
-        return variant_run_name(dataset, "pretrain", seed)
-    return variant_run_name(dataset, f"pretrain{epochs}", seed)
-
-
-def finetune_variant_name(
-    variant: str, seed: int, pretrain_epochs: int, pretrain_seed: int | None = None
-) -> str:
-    """A fine-tuned variant's name for `variant_run_name`, with its pre-training
-    when that is not the default (`DEFAULT_PRETRAIN_EPOCHS` epochs, the run's
-    own seed): `<variant>_p<epochs>[from<seed>]`, `from` naming a pre-training
-    of another seed that all seeds share."""
-    shared = pretrain_seed is not None and pretrain_seed != seed
-    if pretrain_epochs == DEFAULT_PRETRAIN_EPOCHS and not shared:
-        return variant
-    return f"{variant}_p{pretrain_epochs}" + (f"from{pretrain_seed}" if shared else "")
-
-
-def archive_name(prefix: str, run_dir: str) -> str:
-    """An archived run's name: its directory's, after its dataset's `prefix`."""
-    name = os.path.basename(os.path.normpath(run_dir))
-    return name if name.startswith(prefix + "_") else f"{prefix}_{name}"
 
 
 def existing_runs(runs_dir: str) -> dict[str, tuple[str, TrainConfig]]:

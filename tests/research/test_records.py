@@ -1,5 +1,5 @@
 """The compact record of finished runs: one line per run, read and appended
-by `genni report --archive`, and the reports rendered from it."""
+by `python -m research.report --archive`, and the reports rendered from it."""
 
 import dataclasses
 import json
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from genni.pipeline.reproduce import commands, keys, records, report
+from genni.pipeline.training import keys
 from genni.pipeline.training.config import TrainConfig
-from tests.pipeline.test_report import GRID, _stats, finish, value_of
+from research import commands, records, report, run_names
+from tests.research.test_report import GRID, _stats, finish, value_of
 
 RECORD = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "runs.jsonl"
 FINGERPRINT = '{"items": 50, "users": 100}'
@@ -237,16 +238,14 @@ def test_recorded_commands_are_quoted_and_relative(tmp_path, monkeypatch):
     )
     line = commands.report_command(args)
     assert line == (
-        "genni report --data 'my data' --output out --seeds 1 "
+        "python -m research.report --data 'my data' --output out --seeds 1 "
         "--archive runs.jsonl --pack"
     )
     assert str(tmp_path) not in line
 
 
 def report_args(**values):
-    from genni.pipeline.cli import main as cli
-
-    args = cli.build_parser().parse_args(["report", "--data", "D", "--output", "O"])
+    args = report.build_parser().parse_args(["--data", "D", "--output", "O"])
     for name, value in dict(values, seeds=1, pack=True).items():
         setattr(args, name, value)
     return args
@@ -286,16 +285,16 @@ def test_a_draw_budget_keys_a_run_by_the_candidates_it_leaves():
 
 
 def test_pretrainings_of_other_lengths_or_seeds_never_share_a_run_name():
-    default = keys.DEFAULT_PRETRAIN_EPOCHS
+    default = run_names.DEFAULT_PRETRAIN_EPOCHS
     # The archived runs' names stand at the default length and own seed.
-    assert keys.pretrain_run_name("beauty", 0) == "beauty_pretrain_s0"
-    assert keys.pretrain_run_name("beauty", 0, default) == "beauty_pretrain_s0"
-    assert keys.finetune_variant_name("s3rec", 1, default) == "s3rec"
-    assert keys.finetune_variant_name("s3rec", 1, default, 1) == "s3rec"
+    assert run_names.pretrain_run_name("beauty", 0) == "beauty_pretrain_s0"
+    assert run_names.pretrain_run_name("beauty", 0, default) == "beauty_pretrain_s0"
+    assert run_names.finetune_variant_name("s3rec", 1, default) == "s3rec"
+    assert run_names.finetune_variant_name("s3rec", 1, default, 1) == "s3rec"
     # A shorter pre-training, or one shared from another seed, has its own.
-    assert keys.pretrain_run_name("beauty", 0, 20) == "beauty_pretrain20_s0"
+    assert run_names.pretrain_run_name("beauty", 0, 20) == "beauty_pretrain20_s0"
     names = {
-        keys.finetune_variant_name("s3rec", 1, epochs, shared)
+        run_names.finetune_variant_name("s3rec", 1, epochs, shared)
         for epochs in (default, 20)
         for shared in (None, 0)
     }

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from genni.pipeline.reproduce.claims import claim_runs
-from genni.pipeline.reproduce.grid import MAIN_ALPHA, Grid
 from genni.pipeline.training import rundir
+from research.claims import claim_runs
+from research.grid import MAIN_ALPHA, Grid
 
 # (experiment, label) pairs a grid trains first: one set, or tiers of them.
 Priorities = set[tuple[str, str]] | list[set[tuple[str, str]]]

@@ -1,4 +1,4 @@
-"""`genni report`: rendering from finished runs, and a grid that skips them."""
+"""The research report: rendering from finished runs, and a grid that skips them."""
 
 import dataclasses
 import json
@@ -7,10 +7,9 @@ import re
 
 import pytest
 
-from genni.pipeline.cli import main as cli
-from genni.pipeline.reproduce import records, report
 from genni.pipeline.training import rundir, train
 from genni.pipeline.training.config import TrainConfig
+from research import records, report
 from tests.conftest import make_dataset
 
 GRID = dataclasses.replace(
@@ -680,10 +679,8 @@ def test_the_report_is_rewritten_after_each_run(tmp_path, monkeypatch):
 
 
 def test_report_needs_a_dataset(tmp_path, capsys):
-    code = cli.main(
-        ["report", "--data", str(tmp_path), "--output", str(tmp_path / "r")]
-    )
-    assert code == cli.EXIT_USAGE
+    code = report.main(["--data", str(tmp_path), "--output", str(tmp_path / "r")])
+    assert code == 2
     assert "genni preprocess" in capsys.readouterr().err
 
 

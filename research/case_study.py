@@ -10,9 +10,9 @@ import os
 import shutil
 
 from genni.components import schema
-from genni.pipeline.reproduce.grid import Grid
 from genni.pipeline.training import rundir
 from genni.pipeline.training.config import TrainConfig
+from research.grid import Grid
 
 CASE_STUDY_FILE = "case_study.json"
 # The case study's checkpoint and points so far, removed once it is written.

@@ -15,7 +15,7 @@ file through a temporary one and a rename, under a lock, and never holds two
 lines of one run key.
 
 An archive may also be a directory of metrics.json files (the old format),
-read and written as before; `python -m genni.pipeline.reproduce.records
+read and written as before; `python -m research.records
 OLD_DIR RECORD.jsonl` converts one.
 """
 
@@ -31,9 +31,9 @@ import os
 import sys
 import tempfile
 
-from genni.pipeline.reproduce import keys
-from genni.pipeline.training import rundir
+from genni.pipeline.training import keys, rundir
 from genni.pipeline.training.config import TrainConfig
+from research import run_names
 
 RECORD_SUFFIX = ".jsonl"
 # What an archived run adds to its metrics.json: its dataset's fingerprint, so
@@ -281,7 +281,7 @@ def archive_runs(
     kept: dict[str, tuple[str, dict]] | None = None,
 ) -> list[str]:
     """Add the finished runs (run dir -> metrics.json) that `archive` does not
-    hold yet to it, named `<prefix>_<run dir name>` (`keys.archive_name`) with
+    hold yet to it, named `<prefix>_<run dir name>` (`run_names.archive_name`) with
     their dataset's fingerprint: a record small enough to commit, from which
     `restore_runs` brings the runs back on another machine. `kept`: what
     `archived_runs(archive)` returned, updated here with what is added (so a
@@ -299,7 +299,7 @@ def archive_runs(
         key = keys.run_key(config, fingerprint)
         if key in kept:
             continue
-        name = keys.archive_name(prefix, run_dir)
+        name = run_names.archive_name(prefix, run_dir)
         if directory:
             where = os.path.join(archive, f"{name}.json")
             rundir.write_json(where, dict(metrics, **{ARCHIVE_DATASET: fingerprint}))

@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from genni.pipeline.reproduce import keys, paper
 from genni.pipeline.training import config as configs
+from genni.pipeline.training import keys
 from genni.pipeline.training.config import TrainConfig
+from research import paper
 
 MAIN_ALPHA = 2.5  # GenNi's alpha everywhere but the alpha and BPR sweeps.
 # Positions sharing one V' in the beta sweep's second series: about one

@@ -20,8 +20,8 @@ def shell_line(words: list[str]) -> str:
 
 
 def report_command(args: argparse.Namespace) -> str:
-    """The `genni report` command line of its parsed arguments."""
-    words = ["genni", "report", "--data", relative(args.data)]
+    """The `python -m research.report` command line of its parsed arguments."""
+    words = ["python", "-m", "research.report", "--data", relative(args.data)]
     words += ["--output", relative(args.output)]
     for flag, value, path in (
         ("--runs-dir", args.runs_dir, True),

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 
 from genni.components import schema
-from genni.pipeline.reproduce.grid import BETA_GROUP
-from genni.pipeline.reproduce.paper import BPR, METRICS, efficiency_line
-from genni.pipeline.reproduce.speed import SPEED_FILE, TIMED, seconds_per_epoch
-from genni.pipeline.reproduce.table import NotRun, finished, fmt, mean, mean_std, test
 from genni.pipeline.training import rundir
+from research.grid import BETA_GROUP
+from research.paper import BPR, METRICS, efficiency_line
+from research.speed import SPEED_FILE, TIMED, seconds_per_epoch
+from research.table import NotRun, finished, fmt, mean, mean_std, test
 
 ROW_NAMES = {
     "uniform": "SASRec (uniform)",

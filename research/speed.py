@@ -15,9 +15,9 @@ import os
 import statistics
 import time
 
-from genni.pipeline.reproduce.grid import Grid, experiments
 from genni.pipeline.training import rundir
 from genni.pipeline.training.config import TrainConfig
+from research.grid import Grid, experiments
 
 SPEED_FILE = "speed.json"
 # Timed side by side; growing beta costs what its current beta costs.
