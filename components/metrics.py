@@ -31,37 +31,57 @@ def check_candidates(candidates: str) -> str:
     return candidates
 
 
-def _set_to_neg_inf(scores: tf.Tensor, indices: tf.Tensor) -> tf.Tensor:
+def left_out(history: tf.Tensor | tf.RaggedTensor, candidates: str) -> tf.RaggedTensor:
+    """The items a ranking leaves out of each row: THE rule of `candidates`.
+
+    Padding (item 0) always; under "new", every item of the row's history too.
+    Training evaluation, the export's top-K, the ANN path and the reference
+    ranking all ask this function, so the rule is written once.
+
+    Args:
+        history: [B, L] item ids, ragged or dense (0 in a dense row, padding
+            or an unknown item, is item 0: left out anyway).
+        candidates: "new" or "all".
+
+    Returns:
+        ragged [B, None] int64 ids (an id may repeat).
+    """
+    check_candidates(candidates)
+    if not isinstance(history, tf.RaggedTensor):
+        history = tf.RaggedTensor.from_tensor(history)
+    history = tf.cast(history, tf.int64).with_row_splits_dtype(tf.int64)
+    padding = tf.RaggedTensor.from_tensor(
+        tf.zeros(tf.stack([history.nrows(), 1]), tf.int64), row_splits_dtype=tf.int64
+    )
+    if candidates == "all":
+        return padding
+    return tf.concat([padding, history], axis=1)
+
+
+def mask_left_out(
+    scores: tf.Tensor, history: tf.Tensor | tf.RaggedTensor, candidates: str
+) -> tf.Tensor:
+    """`scores` [B, num_items + 1] with the items `left_out` of each row at -inf."""
+    excluded = left_out(history, candidates)
+    indices = tf.stack(
+        [tf.cast(excluded.value_rowids(), tf.int64), excluded.flat_values], axis=1
+    )
     neg_inf = tf.fill([tf.shape(indices)[0]], tf.constant(-np.inf, scores.dtype))
     return tf.tensor_scatter_nd_update(scores, indices, neg_inf)
 
 
-def _padding_indices(scores: tf.Tensor) -> tf.Tensor:
-    batch = tf.shape(scores, out_type=tf.int64)[0]
-    return tf.stack([tf.range(batch), tf.zeros([batch], tf.int64)], axis=1)
-
-
-def mask_padding(scores: tf.Tensor) -> tf.Tensor:
-    """Scores with padding (column 0) set to -inf."""
-    return _set_to_neg_inf(scores, _padding_indices(scores))
-
-
-def mask_seen(scores: tf.Tensor, history: tf.RaggedTensor) -> tf.Tensor:
-    """Scores with padding (column 0) and each row's history set to -inf.
-
-    Args:
-        scores: [B, num_items + 1].
-        history: ragged [B, None] item ids.
-    """
-    history = tf.cast(history, tf.int64)
-    rows = tf.cast(history.value_rowids(), tf.int64)
-    indices = tf.stack([rows, history.flat_values], axis=1)
-    indices = tf.concat([indices, _padding_indices(scores)], axis=0)
-    return _set_to_neg_inf(scores, indices)
+def is_left_out(
+    targets: tf.Tensor, history: tf.Tensor | tf.RaggedTensor, candidates: str
+) -> tf.Tensor:
+    """[B] bool: whether each target is one of the items `left_out` of its row
+    (padding, or under "new" a history item): such a target ranks last."""
+    dense = left_out(history, candidates).to_tensor(default_value=-1)  # (B, L)
+    return tf.reduce_any(dense == tf.cast(targets, tf.int64)[:, None], axis=1)
 
 
 def in_history(targets: tf.Tensor, history: tf.RaggedTensor) -> tf.Tensor:
-    """[B] bool: whether each target is one of its row's history items."""
+    """[B] bool: whether each target is one of its row's history items (a
+    repeat, counted whatever the ranking rule)."""
     dense = tf.cast(history, tf.int64).to_tensor(default_value=-1)  # (B, L)
     return tf.reduce_any(dense == tf.cast(targets, tf.int64)[:, None], axis=1)
 
@@ -87,7 +107,7 @@ def target_ranks(
     """
     check_candidates(candidates)
     targets = tf.cast(targets, tf.int64)
-    ranked = mask_seen(scores, history) if candidates == "new" else mask_padding(scores)
+    ranked = mask_left_out(scores, history, candidates)
     target_scores = tf.gather(scores, targets, batch_dims=1)
     ahead = tf.logical_or(ranked >= target_scores[:, None], tf.math.is_nan(ranked))
     # The target itself is counted by `>=` (its score is finite when used).
@@ -98,13 +118,12 @@ def target_ranks(
 
 def _or_last(count, targets, target_scores, history, candidates, last_rank):
     """`count` (items ahead), but `last_rank` for a target left out of the
-    ranking (in the history under "new"; padding under "all") or with a
-    non-finite score: the rule both rankings share."""
-    if candidates == "new":
-        left_out = in_history(targets, history)
-    else:
-        left_out = tf.equal(targets, 0)
-    last = tf.logical_or(left_out, tf.logical_not(tf.math.is_finite(target_scores)))
+    ranking (`is_left_out`) or with a non-finite score: the rule both
+    rankings share."""
+    last = tf.logical_or(
+        is_left_out(targets, history, candidates),
+        tf.logical_not(tf.math.is_finite(target_scores)),
+    )
     return tf.where(last, last_rank, count)
 
 
@@ -158,11 +177,10 @@ def chunked_target_ranks(
     norms = _finite_or_zero(tf.norm(items, axis=1))  # [num_rows]
     slack = bound * tf.gather(norms, targets)
     # The (user, item) pairs that are not ranked against the target, once
-    # each: the target itself and, under "new", the history.
-    rows, excluded = tf.range(batch), targets
-    if candidates == "new":
-        rows = tf.concat([rows, tf.cast(history.value_rowids(), tf.int64)], 0)
-        excluded = tf.concat([excluded, history.flat_values], 0)
+    # each: the target itself and the items `left_out` of the ranking.
+    excluded = left_out(history, candidates)
+    rows = tf.concat([tf.range(batch), tf.cast(excluded.value_rowids(), tf.int64)], 0)
+    excluded = tf.concat([targets, excluded.flat_values], 0)
     pairs, _ = tf.unique(rows * num_rows + excluded)
     pairs = tf.boolean_mask(pairs, pairs % num_rows > 0)  # Padding: never ranked.
     rows, excluded = pairs // num_rows, pairs % num_rows

@@ -305,3 +305,35 @@ def test_the_wheel_is_the_product(tmp_path):
     shipped = [n for n in modules if "reproduce" in n or n.endswith("/law.py")]
     assert not shipped, shipped
     assert not [n for n in names if n.startswith("research")]
+
+
+def test_the_ranking_rule_is_written_once():
+    """Which items a ranking leaves out (`--candidates`) is decided in
+    `genni.components.metrics.left_out` alone: evaluation, the export, the ANN
+    path and the reference ranking ask it. Elsewhere `candidates` is compared
+    with a rule's name only to word a message."""
+    wording = {
+        ("genni.pipeline.training.train", "check_dataset"),  # The repeat warning.
+        ("genni.pipeline.training.evaluate", "repeat_line"),
+    }
+    deciding = []
+    for module, path in sources().items():
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Compare):
+                    continue
+                sides = [node.left, *node.comparators]
+                names = {ast.unparse(side).split(".")[-1] for side in sides}
+                rules = {
+                    side.value
+                    for side in sides
+                    if isinstance(side, ast.Constant) and side.value in ("new", "all")
+                }
+                if "candidates" in names and rules:
+                    deciding.append((module, function.name))
+    assert sorted(set(deciding) - wording) == [
+        ("genni.components.metrics", "left_out")
+    ], deciding

@@ -39,6 +39,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from genni.components import metrics
 from genni.pipeline import atomic
 from genni.pipeline.serving import export
 
@@ -230,8 +231,13 @@ class AnnIndex:
             embedding[export.EMBEDDING].numpy(), dtype=np.float32
         )
         raw = [[_bytes(h) for h in row] for row in history]
-        known = [{self.ids[h] for h in row if h in self.ids} for row in raw]
-        excluded = [s if self.candidates == "new" else set() for s in known]
+        known = [[self.ids[h] for h in row if h in self.ids] for row in raw]
+        # The one rule of what a ranking leaves out (padding, and under "new"
+        # the history), as the graph applies it.
+        flat = np.fromiter((i for row in known for i in row), np.int64)
+        rows = tf.RaggedTensor.from_row_lengths(flat, [len(row) for row in known])
+        left_out = metrics.left_out(rows, self.candidates)
+        excluded = [set(row) for row in left_out.to_list()]
         fetch = k + max(len(e) for e in excluded)
         ok = np.isfinite(queries).all(axis=1)
         scores, found = self.index.search(np.where(ok[:, None], queries, 0), fetch)
@@ -243,7 +249,7 @@ class AnnIndex:
                 keep = [
                     (i, s)
                     for i, s in zip(row, scores[b], strict=True)
-                    if i > 0 and i not in excluded[b]
+                    if i >= 0 and i not in excluded[b]  # -1: none found.
                 ][:k]
             else:  # No known item: the popularity fallback, as in the graph.
                 keep = [

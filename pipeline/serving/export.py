@@ -32,7 +32,7 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from genni.components import schema
+from genni.components import metrics, schema
 from genni.components.metrics import check_candidates
 from genni.pipeline import atomic
 from genni.pipeline.serving import warmup as serving_warmup
@@ -119,17 +119,11 @@ class ServingModule(tf.Module):
         scores = tf.where(has_items[:, None], scores, fallback)
         # A non-finite score ranks after every finite one, above exclusions.
         scores = tf.where(tf.math.is_finite(scores), scores, LOWEST)
-        # Exclude padding and, under "new", every item of the whole history
-        # (not only the last max_len); unknown ids map to 0, the padding column.
-        batch = tf.shape(scores, out_type=tf.int64)[0]
-        indices = tf.stack([tf.range(batch), tf.zeros([batch], tf.int64)], axis=1)
-        if self.candidates == "new":
-            all_ids = self.lookup.lookup(history)  # (B, L)
-            rows = tf.broadcast_to(tf.range(batch)[:, None], tf.shape(all_ids))
-            seen = tf.stack([tf.reshape(rows, [-1]), tf.reshape(all_ids, [-1])], axis=1)
-            indices = tf.concat([indices, seen], axis=0)
-        scores = tf.tensor_scatter_nd_update(
-            scores, indices, tf.fill([tf.shape(indices)[0]], NEG_INF)
+        # Leave out what the run's rule does (`metrics.left_out`): padding and,
+        # under "new", every item of the whole history (not only the last
+        # max_len); unknown ids map to 0, the padding column.
+        scores = metrics.mask_left_out(
+            scores, self.lookup.lookup(history), self.candidates
         )
         k = tf.clip_by_value(tf.cast(k, tf.int32), 1, self.num_items)
         values, top = tf.math.top_k(scores, k=k)
@@ -259,9 +253,8 @@ def reference_top_k(
     recent = known[-max_len:]
     x = np.zeros([1, max_len], np.int64)
     x[0, max_len - len(recent) :] = recent
-    scores = model(tf.constant(x)).numpy()[0]
-    scores[0] = -np.inf
-    if candidates == "new":
-        scores[known] = -np.inf
+    scores = model(tf.constant(x))
+    scores = metrics.mask_left_out(scores, tf.constant([known]), candidates)
+    scores = scores.numpy()[0]
     top = np.argsort(-scores, kind="stable")[:k]
     return [items[i - 1] for i in top], scores[top]

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from genni.components import metrics
 from genni.components.metrics import (
     CANDIDATES,
     RankingAccumulator,
@@ -299,3 +300,24 @@ def test_exact_ties_of_real_valued_embeddings_count_against_the_target(chunk_siz
     margin = 1e-2  # Scores of about +-10; float32 rounding ~1e-5.
     assert np.all(ranks >= (exact > own[:, None] + margin).sum(axis=1) + 10)
     assert np.all(ranks <= (exact >= own[:, None] - margin).sum(axis=1) - 1)
+
+
+def test_left_out_is_padding_and_under_new_the_history_ragged_or_dense():
+    ragged = tf.ragged.constant([[3, 5], [], [7]], dtype=tf.int64)
+    dense = tf.constant([[3, 5], [0, 0], [7, 0]], tf.int64)  # 0: padding.
+    assert metrics.left_out(ragged, "all").to_list() == [[0], [0], [0]]
+    assert metrics.left_out(ragged, "new").to_list() == [[0, 3, 5], [0], [0, 7]]
+    for history in (ragged, dense):
+        masked = metrics.mask_left_out(tf.zeros([3, 9]), history, "new").numpy()
+        assert np.isinf(masked).sum(axis=1).tolist() == [3, 1, 2]
+        targets = tf.constant([5, 0, 8])
+        assert metrics.is_left_out(targets, history, "new").numpy().tolist() == [
+            True,
+            True,
+            False,
+        ]
+        assert metrics.is_left_out(targets, history, "all").numpy().tolist() == [
+            False,
+            True,
+            False,
+        ]
