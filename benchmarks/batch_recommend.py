@@ -50,7 +50,9 @@ def train_model(data: str, root: str, epochs: int) -> str:
 
     run = os.path.join(root, "run")
     print(f"Training a {epochs}-epoch GenNi model on {data} ...", flush=True)
-    train.train(TrainConfig(data=data, output=run, epochs=epochs, pack=True), verbose=0)
+    train.train(
+        TrainConfig.of(data=data, output=run, epochs=epochs, pack=True), verbose=0
+    )
     base = os.path.join(root, "models")
     export.export(run, base, k=export.DEFAULT_K)
     return base

@@ -83,7 +83,7 @@ def train_preset(data: str, workdir: str, tag: str, name: str, seed: int, args) 
     output = os.path.join(workdir, "runs", f"{tag}_{name}_s{seed}")
     if os.path.exists(os.path.join(output, rundir.METRICS_FILE)):
         return rundir.read_json(os.path.join(output, rundir.METRICS_FILE))
-    config = TrainConfig(
+    config = TrainConfig.of(
         data=data,
         output=output,
         seed=seed,

@@ -44,7 +44,7 @@ def main() -> None:
             ("SASRec_GenNi", "genni"),
         ):
             result = train.train(
-                TrainConfig(
+                TrainConfig.of(
                     data=data,
                     output=os.path.join(tmp, name.split()[0] + sampler),
                     sampler=sampler,
@@ -58,7 +58,7 @@ def main() -> None:
                 "examples_per_epoch": info.num_train_examples,
             }
         state = pretrain.pretrain(
-            PretrainConfig(
+            PretrainConfig.of(
                 data=data, output=os.path.join(tmp, "pre"), epochs=args.epochs
             ),
             verbose=0,

@@ -107,7 +107,7 @@ def run_variant(
             settings["init_from"] = pretrain_dir(
                 runs_dir, dataset, pretrain_seed, pretrain_epochs
             )
-        config = TrainConfig(data=data, output=output, seed=seed, **settings)
+        config = TrainConfig.of(data=data, output=output, seed=seed, **settings)
         output = finished_twin(runs_dir, config) or output
     metrics_path = os.path.join(output, train.METRICS_FILE)
     if os.path.exists(metrics_path):
@@ -120,7 +120,7 @@ def run_variant(
     init_from = None
     if variant in PRETRAINED:
         init_from = pretrained(data, runs_dir, dataset, pretrain_seed, pretrain_epochs)
-    config = TrainConfig(
+    config = TrainConfig.of(
         data=data,
         output=output,
         seed=seed,
@@ -165,7 +165,7 @@ def pretrained(data: str, runs_dir: str, dataset: str, seed: int, epochs: int) -
                 return output
     print(f"Pre-training {output}")
     resume = rundir.started(output)
-    config = PretrainConfig(data=data, output=output, epochs=epochs, seed=seed)
+    config = PretrainConfig.of(data=data, output=output, epochs=epochs, seed=seed)
     pretrain.pretrain(config, resume=resume, verbose=0)
     return output
 

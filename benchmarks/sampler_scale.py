@@ -132,7 +132,7 @@ def step_point(
         data, chosen(num_items, only), rounds, steps, verbose=False, num_items=num_items
     )
     ms = {name: 1000 * statistics.median(t) for name, t in times.items()}
-    preset = TrainConfig(data=data, output="", **configs(num_items)[RECOMMENDED])
+    preset = TrainConfig.of(data=data, output="", **configs(num_items)[RECOMMENDED])
     positions = Dataset.open(data).positions_per_step(preset.batch_size)
     budgeted = preset.draw_candidates(num_items, positions)
     return {
@@ -169,7 +169,8 @@ def cluster_law(queries, items, args) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from genni.components.samplers import clusters, genni, law
+    from genni.components.samplers import clusters, genni
+    from research import law
 
     c = default_clusters(len(items))
     table = tf.constant(items, tf.float32)
@@ -244,7 +245,7 @@ def law_of_run(run: str, args) -> list[dict]:
     if queries.ndim == 3:
         queries = queries[:, -1]
     items = loaded.item_embeddings.numpy()[1:]
-    logits = config.alpha * queries @ items.T
+    logits = config.sampler.alpha * queries @ items.T
     # Each query's input item (the last of its history) and its successors.
     previous = batch["input_ids"].numpy()[:, -1]
     table = dataset.successor_table(SUCCESSORS)
@@ -253,7 +254,7 @@ def law_of_run(run: str, args) -> list[dict]:
     rows = np.repeat(np.arange(len(ids)), ids.shape[1])
     extras[rows[ids.ravel() > 0], ids.ravel()[ids.ravel() > 0] - 1] = True
     own = law_point(logits, len(items), args, extras=extras)
-    own |= cluster_law(config.alpha * queries, items, args)
+    own |= cluster_law(config.sampler.alpha * queries, items, args)
     return [
         law_point(logits, len(items), args, size, extras) for size in args.sizes
     ] + [own]

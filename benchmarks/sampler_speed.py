@@ -47,7 +47,7 @@ def eval_times(data_dir: str, rounds: int) -> dict[str, list[float]]:
     from genni.pipeline.training.config import TrainConfig
 
     dataset = data.Dataset.open(data_dir)
-    model = train.build_model(TrainConfig(data=data_dir, output=""), dataset)
+    model = train.build_model(TrainConfig.of(data=data_dir, output=""), dataset)
     evaluators = {
         name: train.Evaluator(dataset, schema.VALID, pack=pack)
         for name, pack in (("unpacked", False), ("packed", True))

@@ -1,11 +1,12 @@
 """SASRec's own settings and builder.
 
-A run's settings (`genni.pipeline.training.config.TrainConfig`, or
-`PretrainConfig`) hold the model's fields flat, as `genni train` flags and
-`config.json` name them; their `model(info)` gives the `SASRecConfig` that
-`build_encoder` turns into an encoder. Training, pre-training, evaluation and
-export build their encoders here, so one set of settings always gives the
-same network (and the same weight names, "sasrec/...").
+`ModelConfig` holds the encoder's settings, each declared once; a run's
+settings (`genni.pipeline.training.config.TrainConfig`, and `PretrainConfig`)
+hold one, and their `encoder(info)` gives the `SASRecConfig` (the settings on
+a dataset's catalog and input length) that `build_encoder` turns into an
+encoder. Training, pre-training, evaluation and export build their encoders
+here, so one set of settings always gives the same network (and the same
+weight names, "sasrec/...").
 """
 
 from __future__ import annotations
@@ -13,11 +14,62 @@ from __future__ import annotations
 import dataclasses
 
 from genni.components import schema
+from genni.components.settings import NON_NEGATIVE, Settings, at_least, setting
 
 ENCODER_NAME = "sasrec"
 # The settings that shape the encoder's weights: a pre-trained encoder fits a
 # fine-tuning run only if these agree (dropout and seed may differ).
 WEIGHT_FIELDS = ("hidden_size", "num_layers", "num_heads")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig(Settings):
+    """The encoder's settings (defaults: the paper's: 2 blocks of 2 heads,
+    width 64, dropout 0.5). Those that shape its weights (`WEIGHT_FIELDS`)
+    must agree between a pre-training and the run fine-tuned from it."""
+
+    KIND = "model settings"
+
+    hidden_size: int = setting(
+        64, "Width of the item embeddings and blocks.", check=at_least(1)
+    )
+    num_layers: int = setting(2, "Self-attention blocks.", check=at_least(1))
+    num_heads: int = setting(
+        2, "Attention heads; they divide --hidden-size.", check=at_least(1)
+    )
+    dropout: float = setting(
+        0.5,
+        "Dropout of the embeddings and blocks (and of the attention weights, "
+        "unless a --config sets attention_dropout).",
+        check=NON_NEGATIVE,
+    )
+    attention_dropout: float = setting(
+        0.5,
+        "Dropout of the attention weights.",
+        check=NON_NEGATIVE,
+        flag=None,
+        follows="dropout",
+    )
+
+    def validate(self) -> None:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"`hidden_size` ({self.hidden_size}) must be a multiple of "
+                f"`num_heads` ({self.num_heads})."
+            )
+
+    def for_dataset(self, info: schema.DatasetInfo, seed: int | None) -> SASRecConfig:
+        """The encoder of these settings on the dataset `info` describes."""
+        return SASRecConfig(
+            num_items=info.num_items,
+            max_len=info.max_len,
+            hidden_size=self.hidden_size,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            seed=seed,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,21 +97,6 @@ class SASRecConfig:
                 f"`hidden_size` ({self.hidden_size}) must be a multiple of "
                 f"`num_heads` ({self.num_heads})."
             )
-
-    @classmethod
-    def for_dataset(cls, info: schema.DatasetInfo, settings) -> SASRecConfig:
-        """The encoder of a run's `settings` (any object with the model's
-        fields, e.g. a `TrainConfig`) on the dataset `info` describes."""
-        return cls(
-            num_items=info.num_items,
-            max_len=info.max_len,
-            hidden_size=settings.hidden_size,
-            num_layers=settings.num_layers,
-            num_heads=settings.num_heads,
-            dropout=settings.dropout,
-            attention_dropout=settings.attention_dropout,
-            seed=settings.seed,
-        )
 
     def weight_differences(self, other: SASRecConfig) -> list[str]:
         """'hidden_size 64 vs 128', ... for each weight-shaping setting that

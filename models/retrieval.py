@@ -12,7 +12,7 @@ import tensorflow as tf
 import tensorflow_recommenders as tfrs
 
 from genni.components import losses, packing, schema
-from genni.components.samplers import GenNiSampler, NegativeSampler
+from genni.components.samplers.base import BatchContext, NegativeSampler
 from genni.components.schedules import SelfAdjustingAlpha
 from genni.models.sasrec import SASRecEncoder
 
@@ -26,8 +26,13 @@ class SequentialRetrievalModel(tfrs.Model):
         loss: "bce", "bpr", "softmax" or "sampled_softmax".
         logq_correction: under "sampled_softmax", subtract log(k Q) of each
             negative (Q: the sampler's draw probability).
-        exclude_seen: pass the user's items to the sampler as exclusions.
-        alpha_step: if set, alpha of a GenNi sampler self-adjusts by this step.
+        alpha_step: if set, the sampler's alpha self-adjusts by this step
+            (a sampler whose draws follow the model's scores has one:
+            `alpha_variable`).
+
+    The model asks its sampler through the protocol alone
+    (`NegativeSampler.negatives` with the batch's `BatchContext`), so it
+    works with any sampler and names none.
     """
 
     def __init__(
@@ -36,7 +41,6 @@ class SequentialRetrievalModel(tfrs.Model):
         sampler: NegativeSampler | None,
         loss: str = "bce",
         logq_correction: bool = True,
-        exclude_seen: bool = False,
         alpha_step: float | None = None,
         **kwargs,
     ):
@@ -45,13 +49,14 @@ class SequentialRetrievalModel(tfrs.Model):
             raise ValueError(f"`loss` must be one of {losses.LOSSES}. Got {loss!r}.")
         if loss != "softmax" and sampler is None:
             raise ValueError(f"The {loss!r} loss needs a sampler.")
-        if alpha_step is not None and not isinstance(sampler, GenNiSampler):
-            raise ValueError("A self-adjusting alpha needs the GenNi sampler.")
+        if alpha_step is not None and (
+            sampler is None or sampler.alpha_variable() is None
+        ):
+            raise ValueError("A self-adjusting alpha needs a sampler with an alpha.")
         self.encoder = encoder
         self.sampler = sampler
         self.loss_name = loss
         self.logq_correction = logq_correction
-        self.exclude_seen = exclude_seen
         self.curriculum = None if alpha_step is None else SelfAdjustingAlpha(alpha_step)
         self.positive_score = tf.keras.metrics.Mean("positive_score")
         self.negative_score = tf.keras.metrics.Mean("negative_score")
@@ -110,10 +115,13 @@ class SequentialRetrievalModel(tfrs.Model):
             zip(gradients, self.trainable_variables, strict=True)
         )
         return {m.name: m.result() for m in self.metrics if m.name != "alpha"} | (
-            {"alpha": self.alpha_metric.result()}
-            if isinstance(self.sampler, GenNiSampler)
-            else {}
+            {"alpha": self.alpha_metric.result()} if self._alpha is not None else {}
         )
+
+    @property
+    def _alpha(self) -> tf.Variable | None:
+        """The sampler's alpha, if its draws follow the model's scores."""
+        return None if self.sampler is None else self.sampler.alpha_variable()
 
     def compute_loss(self, features: dict, training: bool = False) -> tf.Tensor:
         outputs = self.encoder(
@@ -133,26 +141,15 @@ class SequentialRetrievalModel(tfrs.Model):
             self.mean_loss.update_state(loss)
             self.positive_score.update_state(tf.gather(logits, positives, batch_dims=1))
             return loss
-        exclude = None
-        if self.exclude_seen:
-            if packing.TOKEN_USERS in features:  # Packed: each token's example.
-                rows = tf.boolean_mask(features[packing.TOKEN_USERS], at_target)
-            else:
-                rows = tf.where(at_target)[:, 0]
-            exclude = tf.gather(features[schema.USER_ITEMS], rows)
-        extra = {}
-        if getattr(self.sampler, "successors", None) is not None:
-            # Each position's input item, whose successors it also scores.
-            extra["previous"] = tf.boolean_mask(features[schema.INPUT_IDS], at_target)
-        log_q = None
-        if self.loss_name == "sampled_softmax" and self.logq_correction:
-            negatives, log_q = self.sampler(
-                queries, positives, table, exclude=exclude, return_log_q=True, **extra
-            )
-        else:
-            negatives = self.sampler(
-                queries, positives, table, exclude=exclude, **extra
-            )
+        context = BatchContext(
+            user_items=lambda: _user_items(features, at_target),
+            # Each position's input item (GenNi's successor candidates).
+            previous=lambda: tf.boolean_mask(features[schema.INPUT_IDS], at_target),
+        )
+        uses_log_q = self.loss_name == "sampled_softmax" and self.logq_correction
+        negatives, log_q = self.sampler.negatives(
+            queries, positives, table, context, log_q=uses_log_q
+        )
         positive_logits, negative_logits = losses.sampled_logits(
             queries, table, positives, negatives
         )  # (N,), (N, k)
@@ -165,11 +162,20 @@ class SequentialRetrievalModel(tfrs.Model):
         self.mean_loss.update_state(loss)
         self.positive_score.update_state(positive_logits)
         self.negative_score.update_state(negative_logits)
-        if isinstance(self.sampler, GenNiSampler):
+        if self._alpha is not None:
             if training and self.curriculum is not None:
-                self.curriculum(self.sampler.alpha, _global_mean(loss))
-            self.alpha_metric.update_state(self.sampler.alpha)
+                self.curriculum(self._alpha, _global_mean(loss))
+            self.alpha_metric.update_state(self._alpha)
         return loss
+
+
+def _user_items(features: dict, at_target: tf.Tensor) -> tf.RaggedTensor:
+    """The items of each target position's user: ragged [N, None]."""
+    if packing.TOKEN_USERS in features:  # Packed: each token's example.
+        rows = tf.boolean_mask(features[packing.TOKEN_USERS], at_target)
+    else:
+        rows = tf.where(at_target)[:, 0]
+    return tf.gather(features[schema.USER_ITEMS], rows)
 
 
 def _global_mean(value: tf.Tensor) -> tf.Tensor:

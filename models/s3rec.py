@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from genni.components import losses, schema
-from genni.components.samplers import GenNiSampler, NegativeSampler
+from genni.components.samplers.base import BatchContext, NegativeSampler
 from genni.models.sasrec import INITIALIZER_STDDEV, SASRecEncoder
 
 # The S3-Rec code's defaults (run_pretrain.py).
@@ -79,7 +79,8 @@ class S3RecPretrainer(tf.keras.Model):
             0-padded; row 0 is padding.
         num_attributes: A.
         sampler: draws the MIP negatives (uniform: over items outside the
-            sequence, as the reference code; GenNi: from the model).
+            sequence with `exclude_seen`, as the reference code; GenNi: from
+            the model).
         weights: objective -> weight (`DEFAULT_WEIGHTS` by default).
         seed: seed of the initializers.
     """
@@ -193,11 +194,12 @@ class S3RecPretrainer(tf.keras.Model):
         queries = self.heads["mip"](tf.boolean_mask(outputs, masked))  # (N, d)
         positives = tf.boolean_mask(sequence, masked)  # (N,)
         table = self.encoder.item_embeddings
-        exclude = None
-        if not isinstance(self.sampler, GenNiSampler):
-            rows = tf.where(masked)[:, 0]
-            exclude = tf.gather(tf.ragged.boolean_mask(sequence, real), rows)
-        negatives = self.sampler(queries, positives, table, exclude=exclude)  # (N, k)
+        context = BatchContext(  # The sequence's items, for `exclude_seen`.
+            user_items=lambda: tf.gather(
+                tf.ragged.boolean_mask(sequence, real), tf.where(masked)[:, 0]
+            )
+        )
+        negatives, _ = self.sampler.negatives(queries, positives, table, context)
         positive_logits, negative_logits = losses.sampled_logits(
             queries, table, positives, negatives
         )

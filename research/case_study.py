@@ -80,8 +80,8 @@ def case_study(config: TrainConfig, grid: Grid, output: str, verbose: int = 0) -
     )
     points = state["points"]
     result = {
-        "alpha": config.alpha,
-        "exclude_seen": config.exclude_seen,
+        "alpha": config.sampler.alpha,
+        "exclude_seen": config.sampler.exclude_seen,
         "points": points,
     }
     rundir.write_json(path, result)
@@ -127,9 +127,9 @@ def _case_users(
     found = []
     for row, target in enumerate(valid[schema.TARGET].numpy()):
         s = scores[row].astype(np.float64)
-        logits = config.alpha * s
+        logits = config.sampler.alpha * s
         logits[0] = -np.inf
-        if config.exclude_seen:  # As the sampler: never the user's own items.
+        if config.sampler.exclude_seen:  # As the sampler: never the user's own items.
             logits[valid[schema.HISTORY][row].numpy()] = -np.inf
         logits[target] = -np.inf
         q = np.exp(logits - logits[np.isfinite(logits)].max())

@@ -169,7 +169,7 @@ def plan(data: str, runs_dir: str, grid: Grid) -> dict[str, dict]:
         for order, (label, overrides) in enumerate(rows):
             for seed in grid.seeds:
                 values = {k: v for k, v in overrides.items() if v is not None}
-                config = TrainConfig(
+                config = TrainConfig.of(
                     data=data, output="", seed=seed, **budget, **values
                 )
                 key = keys.run_key(config, fingerprint)

@@ -44,7 +44,6 @@ import time
 from genni.components import schema
 from genni.pipeline.training import rundir
 from genni.pipeline.training.keys import (
-    LATER_SETTINGS,
     LAYOUT_SETTINGS,
     SAMPLER_SETTINGS,
     data_fingerprint,
@@ -106,7 +105,6 @@ __all__ = [
     "CASE_STUDY_FILE",
     "CLAIMS",
     "FULL",
-    "LATER_SETTINGS",
     "LAYOUT_SETTINGS",
     "MAIN_ALPHA",
     "METRICS",

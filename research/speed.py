@@ -66,7 +66,7 @@ def step_times(
     step_fns = {}
     batches: dict[tuple[int, bool], list] = {}  # The same batches for all.
     for name, overrides in configs.items():
-        config = TrainConfig(data=data_dir, output="", **overrides)
+        config = TrainConfig.of(data=data_dir, output="", **overrides)
         key = (config.batch_size, config.pack)
         if key not in batches:
             batches[key] = list(
@@ -117,7 +117,7 @@ def measure_speed(data: str, grid: Grid, output: str) -> dict:
         verbose=False,
     )
     info = schema.DatasetInfo.load(data)
-    batch_size = TrainConfig(data=data, output="").batch_size
+    batch_size = TrainConfig.of(data=data, output="").batch_size
     result = {
         "ms_per_step": {
             label: 1000 * statistics.median(t) for label, t in times.items()

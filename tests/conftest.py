@@ -74,7 +74,7 @@ def train_and_export(root, *, num_users, num_items, seed, max_len, hidden_size, 
 
     data, _ = make_dataset(root, num_users, num_items, seed, max_len)
     run = str(root / "run")
-    config = TrainConfig(
+    config = TrainConfig.of(
         data=data,
         output=run,
         epochs=1,

@@ -1,28 +1,34 @@
 """Negative samplers: uniform, popularity and GenNi (model-generated negatives).
 
-Every sampler is a Keras layer with the same call:
+Every sampler is a Keras layer with the same protocol (`base`):
 
-    negatives = sampler(queries, targets, item_embeddings, exclude=None)
+    sampler.setup(data)   # what it needs of the training data
+    ids, log_q = sampler.negatives(queries, targets, item_embeddings, context,
+                                   log_q=True)
 
 `queries` [N, d] are the encoder outputs h_t at the N non-padding positions,
 `targets` [N] the positive item ids (1..num_items), `item_embeddings`
-[num_items + 1, d] the shared table (row 0 is padding), `exclude` an optional
-ragged [N, None] of item ids a row must not draw. The result is [N, k] item ids
-in 1..num_items, never the row's target. Randomness comes from a
-`tf.random.Generator` owned by the layer, so it is checkpointed with the model
-and a resumed run draws what an uninterrupted one would have.
+[num_items + 1, d] the shared table (row 0 is padding), `context` the batch
+(`BatchContext`: the user's items, each position's input item). The result is
+[N, k] item ids in 1..num_items, never the row's target, and their log Q.
+Randomness comes from a `tf.random.Generator` owned by the layer, so it is
+checkpointed with the model and a resumed run draws what an uninterrupted one
+would have.
 
-Callers build samplers by name through the one registry (`registry`:
-`SamplerConfig`, `build_sampler`); the layer classes load with TensorFlow on
-first use, so the registry's names are known without it.
+Callers build samplers by name through the one registry (`registry`,
+`build_sampler`) from their settings (`config.SamplerConfig`); the layer
+classes load with TensorFlow on first use, so the registry's names are known
+without it.
 """
 
 import importlib
 
 from genni.components.samplers import registry
-from genni.components.samplers.registry import SamplerConfig, build_sampler
+from genni.components.samplers.config import SamplerConfig
+from genni.components.samplers.registry import build_sampler
 
 _CLASSES = {
+    "BatchContext": "base",
     "NegativeSampler": "base",
     "UniformSampler": "uniform",
     "PopularitySampler": "popularity",
@@ -38,6 +44,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "BatchContext",
     "GenNiSampler",
     "NegativeSampler",
     "PopularitySampler",

@@ -1,7 +1,24 @@
-"""The shared shape of a negative sampler."""
+"""The sampler protocol: what every negative sampler takes and gives.
+
+A model asks its sampler for negatives one way, whatever the sampler:
+
+    sampler.setup(data)        # once: what it needs from the training data
+    ids, log_q = sampler.negatives(queries, targets, item_embeddings, context,
+                                   log_q=True)
+
+`context` (`BatchContext`) is what a sampler may read of the batch beyond its
+queries: the user's items (for `exclude_seen`), each position's input item
+(GenNi's successor candidates). `log_q` is the log-probability of each draw,
+which a sampled softmax subtracts (`genni.components.losses`). The model never
+needs to know which sampler it holds.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
 import tensorflow as tf
 
 from genni.components.random import make_generator
@@ -12,6 +29,53 @@ from genni.components.random import make_generator
 MAX_REJECTION_ROUNDS = 100
 
 
+class SamplerData(Protocol):
+    """What a sampler's `setup` may read of the training data
+    (`genni.pipeline.training.data.Dataset` is one)."""
+
+    def item_counts(self) -> np.ndarray:
+        """[num_items + 1] training interactions of each item."""
+
+    def successor_table(self, size: int) -> np.ndarray:
+        """[num_items + 1, size] the items that most often followed each one."""
+
+
+class BatchContext:
+    """What a sampler may read of a batch besides its queries and targets.
+
+    Each part is a tensor, or a function that makes it, called the first time
+    a sampler asks (while the step is traced), so that a part no sampler
+    reads costs nothing:
+
+    - `user_items()`: ragged [N, None], the items of each position's user (a
+      sampler with `exclude_seen` never draws them);
+    - `previous()`: [N], each position's input item (GenNi's successor
+      candidates score the items that followed it).
+    """
+
+    def __init__(
+        self,
+        user_items: tf.RaggedTensor | Callable | None = None,
+        previous: tf.Tensor | Callable | None = None,
+    ):
+        self._parts = {"user_items": user_items, "previous": previous}
+
+    def _get(self, name: str):
+        part = self._parts[name]
+        if callable(part):
+            part = self._parts[name] = part()
+        return part
+
+    def user_items(self) -> tf.RaggedTensor | None:
+        return self._get("user_items")
+
+    def previous(self) -> tf.Tensor | None:
+        return self._get("previous")
+
+
+NO_CONTEXT = BatchContext()
+
+
 class NegativeSampler(tf.keras.layers.Layer):
     """Base class: k negatives per row, drawn with a checkpointed generator.
 
@@ -19,6 +83,13 @@ class NegativeSampler(tf.keras.layers.Layer):
         num_items: catalog size; item ids run 1..num_items (0 is padding).
         num_negatives: k, negatives per row.
         seed: seed of the layer's `tf.random.Generator`.
+        exclude_seen: never draw the items of the position's user
+            (`BatchContext.user_items`), as the S3-Rec reference code's
+            uniform sampler does.
+
+    A subclass implements `call(queries, targets, item_embeddings, context,
+    return_log_q)`, `setup` if it needs the training data, and
+    `alpha_variable` if its draws follow the model's own scores.
     """
 
     def __init__(
@@ -26,6 +97,7 @@ class NegativeSampler(tf.keras.layers.Layer):
         num_items: int,
         num_negatives: int = 1,
         seed: int | None = None,
+        exclude_seen: bool = False,
         **kwargs,
     ):
         super().__init__(trainable=False, **kwargs)
@@ -38,7 +110,47 @@ class NegativeSampler(tf.keras.layers.Layer):
         self.num_items = num_items
         self.num_negatives = num_negatives
         self.seed = seed
+        self.exclude_seen = bool(exclude_seen)
         self.generator = make_generator(seed)
+
+    def setup(self, data: SamplerData) -> None:
+        """Fill what the sampler needs from the training data (nothing here)."""
+
+    def alpha_variable(self) -> tf.Variable | None:
+        """The sharpness of a draw that follows the model's own scores (a
+        variable a curriculum may move, reported each step); None here.
+
+        (A method, not a class attribute `alpha`: Keras does not track, and
+        so never checkpoints, an attribute its class also defines.)"""
+        return None
+
+    def negatives(
+        self,
+        queries: tf.Tensor,
+        targets: tf.Tensor,
+        item_embeddings: tf.Tensor,
+        context: BatchContext = NO_CONTEXT,
+        log_q: bool = False,
+    ) -> tuple[tf.Tensor, tf.Tensor | None]:
+        """The protocol: [N, k] negative ids and, with `log_q`, their [N, k]
+        log-probabilities under the draw's law (else None)."""
+        drawn = self(
+            queries, targets, item_embeddings, context=context, return_log_q=log_q
+        )
+        return drawn if log_q else (drawn, None)
+
+    def excluded(self, context: BatchContext | None) -> tf.RaggedTensor | None:
+        """The items the rows must not draw besides their targets: the user's
+        own with `exclude_seen`, else none."""
+        if not self.exclude_seen:
+            return None
+        items = (context or NO_CONTEXT).user_items()
+        if items is None:
+            raise ValueError(
+                "This sampler never draws the user's items (`exclude_seen`), "
+                "but the batch context has none."
+            )
+        return items
 
     def _seed(self) -> tf.Tensor:
         """A fresh stateless seed, shape [2]."""
@@ -74,6 +186,7 @@ class NegativeSampler(tf.keras.layers.Layer):
             num_items=self.num_items,
             num_negatives=self.num_negatives,
             seed=self.seed,
+            exclude_seen=self.exclude_seen,
         )
         return config
 

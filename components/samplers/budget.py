@@ -14,6 +14,8 @@ import math
 # item clusters.
 DEFAULT_CLUSTER_SAMPLES = 64
 DEFAULT_CLUSTER_REFRESH = 100
+# Most scores (logits) a GenNi draw holds at once: 2^24 floats, 64 MiB.
+DEFAULT_MAX_LOGITS = 1 << 24
 
 
 def budget_candidates(

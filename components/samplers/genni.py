@@ -35,14 +35,14 @@ import tensorflow as tf
 
 from genni.components.samplers import budget, clusters
 from genni.components.samplers import rows as row_draws
-from genni.components.samplers.base import NegativeSampler
+from genni.components.samplers.base import BatchContext, NegativeSampler, SamplerData
 from genni.components.samplers.budget import (
     DEFAULT_CLUSTER_REFRESH,
     DEFAULT_CLUSTER_SAMPLES,
+    DEFAULT_MAX_LOGITS,
 )
 from genni.components.samplers.categorical import categorical, cdf_block
 
-DEFAULT_MAX_LOGITS = 1 << 24
 # Per-group V' of m ids drawn with replacement where m * this <= |V|.
 REPEATS_RATIO = 32
 # The two-level draw's Lloyd iterations at the first clustering and at each
@@ -195,6 +195,14 @@ class GenNiSampler(NegativeSampler):
             )
         super().build(input_shape)
 
+    def alpha_variable(self) -> tf.Variable:
+        return self.alpha
+
+    def setup(self, data: SamplerData) -> None:
+        """With `successors`, fill the table from the training data."""
+        if self.successors is not None:
+            self.set_successors(data.successor_table(self.successors))
+
     def set_successors(self, table) -> None:
         """Fill the successor table: [num_items + 1, S] item ids, row i the
         items that most often followed item i (0: none), each at most once a
@@ -241,9 +249,8 @@ class GenNiSampler(NegativeSampler):
         queries: tf.Tensor,
         targets: tf.Tensor,
         item_embeddings: tf.Tensor,
-        exclude: tf.RaggedTensor | None = None,
+        context: BatchContext | None = None,
         return_log_q: bool = False,
-        previous: tf.Tensor | None = None,
     ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
         """Draw negatives.
 
@@ -251,14 +258,13 @@ class GenNiSampler(NegativeSampler):
             queries: [N, d] encoder outputs h_t.
             targets: [N] positive item ids, never drawn.
             item_embeddings: [num_items + 1, d] shared table, row 0 padding.
-            exclude: optional ragged [N, *] item ids also never drawn (the
-                user's own items). A row whose candidates are all excluded
-                falls back to excluding only its target.
+            context: the batch (`BatchContext`): with `exclude_seen`, its
+                user items are never drawn (a row whose candidates are all
+                excluded falls back to excluding only its target); with
+                `successors`, each position's input item (`previous`) and
+                its successors are the row's extra candidates.
             return_log_q: also return log Q of each draw, for the importance
                 correction of a sampled softmax.
-            previous: [N] the input item of each position: with
-                `successors`, it and its successors are the row's extra
-                candidates; None: no extras.
 
         Returns:
             [N, k] int64 item ids in 1..num_items; with `return_log_q`, also
@@ -274,6 +280,8 @@ class GenNiSampler(NegativeSampler):
         the mass outside E), so that the draw's law still tends to the exact
         softmax; log Q is s_j - log of that estimate of the catalog's mass.
         """
+        exclude = self.excluded(context)
+        previous = context.previous() if context and self.num_extra else None
         alpha = tf.cast(self.alpha, queries.dtype)
         # alpha * (h . e) = (alpha * h) . e: scale the N queries, not N x m logits.
         queries = alpha * tf.stop_gradient(queries)

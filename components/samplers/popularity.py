@@ -7,7 +7,12 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from genni.components.samplers.base import NegativeSampler, in_rows
+from genni.components.samplers.base import (
+    BatchContext,
+    NegativeSampler,
+    SamplerData,
+    in_rows,
+)
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")
@@ -15,40 +20,53 @@ class PopularitySampler(NegativeSampler):
     """Negatives drawn with probability proportional to count(i)^gamma.
 
     Args:
-        item_counts: [num_items + 1] interaction counts, index 0 (padding) unused.
+        item_counts: [num_items + 1] interaction counts, index 0 (padding)
+            unused; None: the training data's, filled by `setup`.
         gamma: popularity exponent; 0 is uniform, 1 follows popularity.
         (others as `NegativeSampler`)
 
-    A draw equal to the target (or in `exclude`) is redrawn from the same law.
+    A draw equal to the target (or, with `exclude_seen`, one of the user's
+    items) is redrawn from the same law.
     """
 
     def __init__(
         self,
         num_items: int,
-        item_counts: Sequence[float],
+        item_counts: Sequence[float] | None = None,
         gamma: float = 1.0,
         num_negatives: int = 1,
         seed: int | None = None,
         **kwargs,
     ):
         super().__init__(num_items, num_negatives, seed, **kwargs)
+        if gamma < 0:
+            raise ValueError(f"`gamma` must be non-negative. Got {gamma}.")
+        self.gamma = gamma
+        self.item_counts = None
+        if item_counts is not None:
+            self.set_counts(item_counts)
+
+    def setup(self, data: SamplerData) -> None:
+        """Draw from the training data's item counts."""
+        self.set_counts(data.item_counts())
+
+    def set_counts(self, item_counts: Sequence[float]) -> None:
+        """The counts the law follows: [num_items + 1], index 0 unused."""
+        num_items = self.num_items
         counts = np.asarray(item_counts, dtype=np.float64)
         if counts.shape != (num_items + 1,):
             raise ValueError(
                 f"`item_counts` must have num_items + 1 = {num_items + 1} entries "
                 f"(index 0 is padding). Got shape {counts.shape}."
             )
-        if gamma < 0 or np.any(counts < 0):
-            raise ValueError(
-                f"`gamma` and `item_counts` must be non-negative. Got gamma={gamma}."
-            )
-        weights = np.power(counts[1:], gamma)  # 0 ** 0 == 1: gamma 0 is uniform.
+        if np.any(counts < 0):
+            raise ValueError("`item_counts` must be non-negative.")
+        weights = np.power(counts[1:], self.gamma)  # 0 ** 0 == 1: gamma 0 is uniform.
         if not np.any(weights > 0):
             raise ValueError("`item_counts` gives every item a zero probability.")
         with np.errstate(divide="ignore"):
             logits = np.log(weights).astype(np.float32)
         self.item_counts = counts.tolist()
-        self.gamma = gamma
         self._logits = tf.constant(logits[None, :])  # [1, V]
 
     def call(
@@ -56,9 +74,12 @@ class PopularitySampler(NegativeSampler):
         queries: tf.Tensor,
         targets: tf.Tensor,
         item_embeddings: tf.Tensor | None = None,
-        exclude: tf.RaggedTensor | None = None,
+        context: BatchContext | None = None,
         return_log_q: bool = False,
     ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
+        if self.item_counts is None:
+            raise ValueError("The popularity sampler has no item counts: `setup`.")
+        exclude = self.excluded(context)
         targets = tf.cast(targets, tf.int64)
 
         def draw(shape: tf.Tensor) -> tf.Tensor:

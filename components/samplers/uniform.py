@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from genni.components.samplers.base import NegativeSampler
+from genni.components.samplers.base import BatchContext, NegativeSampler
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")
 class UniformSampler(NegativeSampler):
     """Negatives drawn uniformly over all items but the target.
 
-    With `exclude` given (the user's items, as the S3-Rec reference code does),
+    With `exclude_seen` (the user's items, as the S3-Rec reference code does),
     the draw is uniform over the items that are neither the target nor
     excluded: an exact draw, no rejection loop. (A row with nothing left to
     draw gets arbitrary ids.)
@@ -28,9 +28,10 @@ class UniformSampler(NegativeSampler):
         queries: tf.Tensor,
         targets: tf.Tensor,
         item_embeddings: tf.Tensor | None = None,
-        exclude: tf.RaggedTensor | None = None,
+        context: BatchContext | None = None,
         return_log_q: bool = False,
     ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
+        exclude = self.excluded(context)
         targets = tf.cast(targets, tf.int64)
         shape = tf.stack([tf.shape(targets)[0], self.num_negatives])
         if exclude is None:

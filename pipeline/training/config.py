@@ -1,4 +1,11 @@
-"""The validated settings of `genni train` and `genni pretrain`.
+"""The settings of `genni train` and `genni pretrain`, each declared once.
+
+`TrainConfig` holds the run's own settings, a `ModelConfig` (the encoder's,
+`genni.models.config`) and a `SamplerConfig` (the sampler's,
+`genni.components.samplers.config`); `PretrainConfig` holds the same
+`ModelConfig`. Each value is checked by the class that owns it, and the flags
+of `genni train` and `genni pretrain`, `config.json` and the run key follow
+from the fields (`genni.components.settings`).
 
 Only entry points (the CLI, benchmarks, the tuner) build a `TrainConfig` or
 `PretrainConfig`; the training functions take it as one explicit, typed argument.
@@ -8,13 +15,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from genni.components.samplers import budget, registry
-from genni.components.samplers.budget import (
-    DEFAULT_CLUSTER_REFRESH,
-    DEFAULT_CLUSTER_SAMPLES,
+from genni.components.samplers import registry
+from genni.components.samplers.config import SamplerConfig
+from genni.components.settings import (
+    NON_NEGATIVE,
+    POSITIVE,
+    Settings,
+    at_least,
+    nested,
+    setting,
+    within,
 )
-from genni.components.samplers.registry import SamplerConfig
-from genni.models.config import SASRecConfig
+from genni.models.config import ModelConfig, SASRecConfig
 
 # The recommended preset's cap on the items one GenNi draw scores
 # (`max_candidates`), and its budget of scores per training step for the
@@ -26,53 +38,6 @@ from genni.models.config import SASRecConfig
 # gives at 10^6 items: docs/scale.md.
 DEFAULT_MAX_CANDIDATES = 1 << 14
 DEFAULT_DRAW_BUDGET = 1 << 27
-
-
-class _Settings:
-    """to_dict / from_dict of a settings dataclass; unknown names are an error."""
-
-    KIND = "settings"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def defaults(cls) -> dict:
-        """Each setting's default (settings without one are left out)."""
-        return {
-            f.name: f.default
-            for f in dataclasses.fields(cls)
-            if f.default is not dataclasses.MISSING
-        }
-
-    @classmethod
-    def from_dict(cls, values: dict):
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"Unknown {cls.KIND}: {', '.join(unknown)}.")
-        return cls(**values)
-
-    def _check_choice(self, name: str, choices: tuple) -> None:
-        value = getattr(self, name)
-        if value not in choices:
-            raise ValueError(f"`{name}` must be one of {choices}. Got {value!r}.")
-
-    def _check(self, names: tuple[str, ...], test, requirement: str) -> None:
-        """Each named setting that is set (not None) must pass `test`."""
-        for name in names:
-            value = getattr(self, name)
-            if value is not None and not test(value):
-                raise ValueError(f"`{name}` must be {requirement}. Got {value}.")
-
-    def _at_least_one(self, *names: str) -> None:
-        self._check(names, lambda v: v >= 1, "at least 1")
-
-    def _non_negative(self, *names: str) -> None:
-        self._check(names, lambda v: v >= 0, "non-negative")
-
-    def _positive(self, *names: str) -> None:
-        self._check(names, lambda v: v > 0, "positive")
 
 
 # The registered samplers (`genni.components.samplers.registry`).
@@ -91,187 +56,91 @@ DEFAULT_ALPHA_STEP = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig(_Settings):
+class TrainConfig(Settings):
     """Settings of one training run (defaults: the paper's SASRec_GenNi).
 
-    Model: `hidden_size`, `num_layers`, `num_heads`, `dropout`,
-    `attention_dropout`. Sampler: `sampler`, `num_negatives` (k), `alpha`,
-    `beta`, `beta_growth` (m of the growing schedule; None keeps beta fixed),
-    `beta_group` (positions sharing one V' of GenNi; None: the whole batch),
-    `alpha_step` (self-adjusted alpha; None keeps it fixed), `gamma`
-    (popularity exponent), `exclude_seen` (the sampler never draws the
-    user's items), `max_logits` (GenNi memory bound), `max_candidates` (most
-    items one GenNi draw scores: beta's share of a larger catalog is cut to it,
-    so a draw costs the same at 10^6 items as at this many; None: no cap),
-    `draw_budget` (most scores a step's GenNi draws compute, positions x
-    candidates: cuts `max_candidates` further on long histories; None: no
-    budget), `clusters` (C: GenNi's two-level draw over C k-means clusters
-    of the items instead of a uniform subset; None: off), `cluster_samples`
-    (R, candidates per row it resamples from), `cluster_refresh` (steps
-    between k-means refreshes), `successors` (S: beside a capped V', each
-    position also scores the S items that most often followed its input item
-    in the training data; None: off). Training: `loss`
-    (`sampled_softmax`: cross-entropy over the positive and its k negatives,
-    with `logq_correction` subtracting log(k Q) of each draw; see
-    `genni.components.losses.sampled_softmax_loss`),
-    `epochs`, `patience` (epochs without a better valid NDCG@10 before
-    stopping), `patience_growth` (each epoch up to the best so far adds this
-    many to the patience: training stops after max(patience, patience_growth
-    x best epoch) epochs without a better one, so a run that took long to get
-    where it is waits as long again; 0: a fixed patience),
-    `eval_every`, `batch_size`, `learning_rate`, `seed`, `pack` (several
-    sequences per row of a training batch: the same outputs and loss, a
-    fraction of the encoder's work; see `genni.components.packing`). `init_from`: a
-    `genni pretrain` directory whose encoder weights start the run.
-    `candidates`: which items evaluation ranks, and `genni export` serves by
-    default: "new" leaves out the items of the user's history (the paper's
-    protocol), "all" ranks every item (`genni.components.metrics`).
+    Each setting has one owner: the encoder's are `model` (a `ModelConfig`),
+    the negative sampler's `sampler` (a `SamplerConfig`), and the run's own
+    (loss, length, early stopping, batches, evaluation) are here. In the flat
+    form (`config.json`, `--config`, the pipeline's YAML, presets) they share
+    one namespace: `TrainConfig.of(data=D, output=O, alpha=1.0, loss="bpr")`.
     """
 
     KIND = "training settings"
 
-    data: str
-    output: str
-    sampler: str = "genni"
-    num_negatives: int = 1
-    alpha: float = 2.5
-    beta: float = 1.0
-    beta_growth: float | None = None
-    beta_group: int | None = None
-    alpha_step: float | None = None
-    gamma: float = 1.0
-    exclude_seen: bool = False
-    max_logits: int = 1 << 24
-    max_candidates: int | None = None
-    draw_budget: int | None = None
-    clusters: int | None = None
-    cluster_samples: int = DEFAULT_CLUSTER_SAMPLES
-    cluster_refresh: int = DEFAULT_CLUSTER_REFRESH
-    successors: int | None = None
-    loss: str = "bce"
-    logq_correction: bool = True
-    epochs: int = 200
-    patience: int = 40
-    patience_growth: float = 0.0
-    eval_every: int = 1
-    batch_size: int = 256
-    learning_rate: float = 1e-3
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 2
-    dropout: float = 0.5
-    attention_dropout: float = 0.5
-    seed: int = 0
-    init_from: str | None = None
-    pack: bool = False
-    candidates: str = "new"
+    data: str = setting(help="Output of `genni preprocess`.")
+    output: str = setting(help="Run directory to write.")
+    model: ModelConfig = nested(ModelConfig)
+    sampler: SamplerConfig = nested(SamplerConfig)
+    loss: str = setting(
+        "bce",
+        "Loss. sampled_softmax: cross-entropy over the positive and its k "
+        "negatives, corrected by each negative's draw probability (log Q).",
+        choices=LOSSES,
+    )
+    logq_correction: bool = setting(
+        True,
+        "sampled_softmax without the log Q correction (for ablations).",
+        flag="--no-logq-correction",
+    )
+    epochs: int = setting(200, "Most epochs.", check=at_least(1))
+    patience: int = setting(
+        40,
+        "Epochs without a better valid NDCG@10 before stopping, at least.",
+        check=at_least(1),
+    )
+    patience_growth: float = setting(
+        0.0,
+        "Epochs of patience per epoch up to the best so far: training stops "
+        "after max(--patience, this x best epoch) epochs without a better one, "
+        "so that a run that took long to get where it is waits as long again "
+        "(0: a fixed patience; docs/training.md#early-stopping).",
+        check=NON_NEGATIVE,
+    )
+    eval_every: int = setting(1, "Validate every E epochs.", check=at_least(1))
+    batch_size: int = setting(256, "Users per training batch.", check=at_least(1))
+    learning_rate: float = setting(1e-3, "Adam's learning rate.", check=POSITIVE)
+    seed: int = setting(0, "Seed of every random stream of the run.")
+    init_from: str | None = setting(
+        None,
+        "Start from the encoder of `genni pretrain` (same model settings).",
+        metavar="PRETRAIN_DIR",
+    )
+    pack: bool = setting(
+        False,
+        "Pack several sequences into each row of a training batch: the same "
+        "model outputs and loss, a fraction of the encoder's work (faster when "
+        "most sequences are much shorter than the maximum length).",
+        layout=True,
+    )
+    candidates: str = setting(
+        "new",
+        "Which items are ranked: 'new' leaves out the items of the user's "
+        "history (the paper's protocol: a target that repeats one is a miss); "
+        "'all' ranks every item, for domains where people consume the same "
+        "item again (groceries, music, restaurants).",
+        choices=CANDIDATES,
+    )
 
-    def __post_init__(self) -> None:
-        self._check_choice("sampler", SAMPLERS)
-        self._check_choice("candidates", CANDIDATES)
-        self._check_choice("loss", LOSSES)
-        self._at_least_one(
-            "num_negatives", "epochs", "patience", "eval_every", "batch_size"
-        )
-        self._non_negative("alpha", "patience_growth")
-        if not 0.0 < self.beta <= 1.0:
-            raise ValueError(f"`beta` must be in (0, 1]. Got {self.beta}.")
-        self._positive(
-            "beta_growth",
-            "alpha_step",
-            "learning_rate",
-            "beta_group",
-            "max_candidates",
-            "draw_budget",
-            "successors",
-        )
-        self._at_least_one("cluster_samples", "cluster_refresh")
-        if self.clusters is not None and self.clusters < 2:
-            raise ValueError(f"`clusters` must be at least 2. Got {self.clusters}.")
-        if self.clusters is not None and self.successors is not None:
-            raise ValueError(
-                "--clusters and --successors are two different GenNi draws: choose one."
-            )
-        generated = registry.model_generated()
-        if self.sampler not in generated and (
-            self.alpha_step
-            or self.beta_growth
-            or self.beta_group
-            or self.clusters
-            or self.successors
-        ):
-            raise ValueError(
-                "--self-adjust-alpha, --beta-schedule, --beta-group, "
-                f"--clusters and --successors need --sampler {' or '.join(generated)}."
-            )
-
-    def model(self, info) -> SASRecConfig:
+    def encoder(self, info) -> SASRecConfig:
         """The run's encoder on the dataset `info` (a `DatasetInfo`) describes."""
-        return SASRecConfig.for_dataset(info, self)
+        return self.model.for_dataset(info, self.seed)
 
-    def sampler_config(
+    def sampler_at(
         self,
         epoch: int = 0,
         num_items: int | None = None,
         positions: float | None = None,
     ) -> SamplerConfig:
-        """The run's sampler at `epoch` (0-based; beta follows its schedule).
+        """The run's sampler at `epoch` (0-based; beta follows its schedule)
+        on `num_items` items, steps of `positions` positions
+        (`SamplerConfig.for_catalog`)."""
+        return self.sampler.for_catalog(num_items, positions, epoch)
 
-        With `num_items` (the catalog), k is at most num_items - 1: the
-        recommended preset's 64 negatives on a catalog of 40 items draw 39.
-        With `num_items` and `positions` (a training step's mean number of
-        target positions), `draw_budget` sets the candidates
-        (`draw_candidates`).
-        """
-        from genni.components.schedules import beta_for_epoch
-
-        k = self.num_negatives
-        if num_items is not None:
-            k = max(1, min(k, num_items - 1))
-        return SamplerConfig(
-            name=self.sampler,
-            num_negatives=k,
-            alpha=self.alpha,
-            beta=beta_for_epoch(epoch, self.beta, self.beta_growth),
-            beta_group=self.beta_group,
-            max_logits=self.max_logits,
-            max_candidates=self.draw_candidates(num_items, positions),
-            clusters=(
-                self.clusters
-                if self.clusters is None or num_items is None
-                else min(self.clusters, num_items)
-            ),
-            cluster_samples=self.cluster_samples,
-            cluster_refresh=self.cluster_refresh,
-            successors=self.successors,
-            gamma=self.gamma,
-            seed=registry.sampler_seed(self.seed, 1),
-        )
-
-    def scored_candidates(self, num_items: int, positions: float) -> int:
-        """The items the run's GenNi draw scores at its first epoch, on a
-        catalog of `num_items` and steps of `positions` positions (the
-        sampler's own rule, `scored_candidates`)."""
-        sampler = self.sampler_config(num_items=num_items, positions=positions)
-        return budget.scored_candidates(
-            num_items, sampler.beta, sampler.max_candidates, sampler.num_negatives
-        )
-
-    def draw_candidates(
-        self, num_items: int | None = None, positions: float | None = None
-    ) -> int | None:
-        """Most items one GenNi draw scores: `max_candidates`, cut by
-        `draw_budget` to fit a step of `positions` positions over `num_items`
-        items (`budget_candidates`); None scores beta's whole share."""
-        if self.draw_budget is None or num_items is None or positions is None:
-            return self.max_candidates
-        return budget.budget_candidates(
-            self.draw_budget,
-            positions,
-            num_items,
-            cap=self.max_candidates,
-            minimum=min(self.num_negatives + 1, num_items),
-        )
+    @property
+    def sampler_seed(self) -> int:
+        """The seed of the run's training sampler (its own random stream)."""
+        return registry.sampler_seed(self.seed, 1)
 
 
 # When a run stops (`patience_limit`): a preset sets them, a search or a
@@ -335,61 +204,63 @@ PRETRAIN_SAMPLERS = ("uniform", "genni")
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainConfig(_Settings):
+class PretrainConfig(Settings):
     """Settings of one S3-Rec pre-training run (defaults: the S3-Rec code's).
 
-    Model settings must equal those of the `genni train` run that fine-tunes
-    from it. `aap_weight`, `mip_weight`, `map_weight`, `sp_weight` weigh the
-    four objectives; `mask_probability` hides items for MIP and MAP;
-    `sampler` (uniform or genni, with `alpha`) draws the MIP negatives.
+    Its `model` must equal that of the `genni train` run that fine-tunes from
+    it (the settings that shape the weights). Four objectives, weighed; the
+    masked items' negatives come from `sampler` (uniform or genni, with
+    `alpha`).
     """
 
     KIND = "pre-training settings"
 
-    data: str
-    output: str
-    epochs: int = 100
-    batch_size: int = 256
-    learning_rate: float = 1e-3
-    mask_probability: float = 0.2
-    aap_weight: float = 0.2
-    mip_weight: float = 1.0
-    map_weight: float = 1.0
-    sp_weight: float = 0.5
-    sampler: str = "uniform"
-    alpha: float = 2.5
-    num_negatives: int = 1
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 2
-    dropout: float = 0.5
-    attention_dropout: float = 0.5
-    seed: int = 0
+    data: str = setting(help="Output of `genni preprocess` with item attributes.")
+    output: str = setting(help="Pre-training directory.")
+    epochs: int = setting(100, "Most epochs.", check=at_least(1))
+    batch_size: int = setting(256, "Sequences per batch.", check=at_least(1))
+    learning_rate: float = setting(1e-3, "Adam's learning rate.", check=POSITIVE)
+    mask_probability: float = setting(
+        0.2,
+        "Items hidden for MIP/MAP.",
+        check=within(0.0, 1.0, low_open=True, high_open=True),
+    )
+    aap_weight: float = setting(
+        0.2, "Weight of associated attribute prediction.", check=NON_NEGATIVE
+    )
+    mip_weight: float = setting(
+        1.0, "Weight of masked item prediction.", check=NON_NEGATIVE
+    )
+    map_weight: float = setting(
+        1.0, "Weight of masked attribute prediction.", check=NON_NEGATIVE
+    )
+    sp_weight: float = setting(0.5, "Weight of segment prediction.", check=NON_NEGATIVE)
+    sampler: str = setting(
+        "uniform", "Negatives of masked item prediction.", choices=PRETRAIN_SAMPLERS
+    )
+    alpha: float = setting(2.5, "GenNi alpha for --sampler genni.", check=NON_NEGATIVE)
+    num_negatives: int = setting(1, "k for MIP.", check=at_least(1))
+    model: ModelConfig = nested(ModelConfig)
+    seed: int = setting(0, "Seed of every random stream of the run.")
 
-    def __post_init__(self) -> None:
-        self._check_choice("sampler", PRETRAIN_SAMPLERS)
-        self._at_least_one("epochs", "batch_size", "num_negatives")
-        if not 0.0 < self.mask_probability < 1.0:
-            raise ValueError(
-                f"`mask_probability` must be in (0, 1). Got {self.mask_probability}."
-            )
-        self._non_negative(
-            "aap_weight", "mip_weight", "map_weight", "sp_weight", "alpha"
-        )
-        self._positive("learning_rate")
-
-    def model(self, info) -> SASRecConfig:
+    def encoder(self, info) -> SASRecConfig:
         """The encoder being pre-trained, on the dataset `info` describes."""
-        return SASRecConfig.for_dataset(info, self)
+        return self.model.for_dataset(info, self.seed)
 
     def sampler_config(self) -> SamplerConfig:
-        """The sampler of the MIP negatives."""
+        """The sampler of the MIP negatives: as the S3-Rec code, a uniform
+        draw never takes the sequence's items; GenNi's draw may."""
+        generated = self.sampler in registry.model_generated()
         return SamplerConfig(
             name=self.sampler,
             num_negatives=self.num_negatives,
             alpha=self.alpha,
-            seed=registry.sampler_seed(self.seed, 2),
+            exclude_seen=not generated,
         )
+
+    @property
+    def sampler_seed(self) -> int:
+        return registry.sampler_seed(self.seed, 2)
 
     @property
     def weights(self) -> dict[str, float]:

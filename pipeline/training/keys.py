@@ -18,53 +18,51 @@ from typing import Any
 
 from genni.components import schema
 from genni.components.samplers import budget, registry
-from genni.components.samplers.budget import (
-    DEFAULT_CLUSTER_REFRESH,
-    DEFAULT_CLUSTER_SAMPLES,
-)
+from genni.components.samplers.config import SamplerConfig
 from genni.pipeline.training import rundir
 from genni.pipeline.training.config import TrainConfig
 
-# Settings of how a run is computed, not of what: packed batches give the
-# model and loss of the unpacked ones (tests/components/test_packing.py), so a
-# packed and an unpacked run of the same settings are the same experiment.
-LAYOUT_SETTINGS = ("pack",)
+# Settings of how a run is computed, not of what (`setting(layout=True)`):
+# packed batches give the model and loss of the unpacked ones
+# (tests/components/test_packing.py), so a packed and an unpacked run of the
+# same settings are the same experiment.
+LAYOUT_SETTINGS = tuple(f.key for f in TrainConfig.fields() if f.meta.get("layout"))
 
-# Settings added after runs were archived, left out of a run's key at their
-# default, so that every run made before them keeps its key.
-LATER_SETTINGS = {
-    "beta_group": None,
-    "candidates": "new",
-    "logq_correction": True,
-    "max_candidates": None,
-    "draw_budget": None,
-    "clusters": None,
-    "cluster_samples": DEFAULT_CLUSTER_SAMPLES,
-    "cluster_refresh": DEFAULT_CLUSTER_REFRESH,
-    "successors": None,
-    "patience_growth": 0.0,
-}
-
-# What only a sampler reads: the full-softmax loss draws no negatives, so a
-# softmax run is keyed with these at their defaults, whatever they were set to.
-SAMPLER_SETTINGS = (
-    "sampler",
-    "num_negatives",
-    "alpha",
-    "beta",
-    "beta_growth",
-    "beta_group",
-    "alpha_step",
-    "gamma",
-    "exclude_seen",
-    "max_logits",
-    "max_candidates",
-    "draw_budget",
-    "clusters",
-    "cluster_samples",
-    "cluster_refresh",
-    "successors",
+# The settings of the first archived runs: a run's key holds each of them
+# whatever its value. Any setting added since is in a key only when it is
+# not at its default, so that every run made before it keeps its key; a new
+# setting needs no entry anywhere. This list never grows.
+KEYED_AT_DEFAULT = frozenset(
+    {
+        "sampler",
+        "num_negatives",
+        "alpha",
+        "beta",
+        "beta_growth",
+        "alpha_step",
+        "gamma",
+        "exclude_seen",
+        "max_logits",
+        "loss",
+        "epochs",
+        "patience",
+        "eval_every",
+        "batch_size",
+        "learning_rate",
+        "hidden_size",
+        "num_layers",
+        "num_heads",
+        "dropout",
+        "attention_dropout",
+        "seed",
+        "init_from",
+    }
 )
+
+# What only a sampler reads (`SamplerConfig`'s settings): the full-softmax
+# loss draws no negatives, so a softmax run is keyed with these at their
+# defaults, whatever they were set to.
+SAMPLER_SETTINGS = SamplerConfig.keys()
 
 # The statistics that identify a dataset (`data_fingerprint`).
 FINGERPRINT_STATS = ("users", "items", "events", "max_len", "min_count", "min_rating")
@@ -88,31 +86,29 @@ def run_key(config: TrainConfig, fingerprint: str) -> str:
     run is keyed by the candidates it scores, whether a cap or a
     `draw_budget` set them."""
     if config.loss == "softmax":  # One softmax run, whatever its unused flags.
-        defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-        config = dataclasses.replace(
-            config, **{name: defaults[name] for name in SAMPLER_SETTINGS}
-        )
+        config = dataclasses.replace(config, sampler=SamplerConfig())
     if config.loss != "sampled_softmax" and not config.logq_correction:
-        config = dataclasses.replace(config, logq_correction=True)  # Unread.
+        config = config.replace(logq_correction=True)  # Unread.
     stats = _stats(fingerprint)
     items = stats.get("items")
-    if config.draw_budget is not None and _has(stats, "events", "users", "max_len"):
+    sampler = config.sampler
+    if sampler.draw_budget is not None and _has(stats, "events", "users", "max_len"):
         positions = budget.positions_per_step(
             stats["events"], stats["users"], stats["max_len"], config.batch_size
         )
-        config = dataclasses.replace(
-            config,
-            max_candidates=config.draw_candidates(items, positions),
+        sampler = sampler.replace(
+            max_candidates=sampler.draw_candidates(items, positions),
             draw_budget=None,
         )
-    if config.max_candidates is not None and items and items <= config.max_candidates:
+    if sampler.max_candidates is not None and items and items <= sampler.max_candidates:
         # A cap above the catalog never bites: the uncapped run's experiment.
-        config = dataclasses.replace(config, max_candidates=None)
-    values = config.to_dict()
+        sampler = sampler.replace(max_candidates=None)
+    values = dataclasses.replace(config, sampler=sampler).to_dict()
     for name in ("output", "data", *LAYOUT_SETTINGS):
         values.pop(name)
-    for name, default in LATER_SETTINGS.items():  # Old runs keep their keys.
-        if values.get(name) == default:
+    defaults = TrainConfig.defaults()
+    for name in list(values):  # Old runs keep their keys.
+        if name not in KEYED_AT_DEFAULT and values[name] == defaults.get(name):
             values.pop(name)
     if values.get("init_from"):  # A pre-training, by its run's name, not its place.
         values["init_from"] = os.path.basename(os.path.normpath(values["init_from"]))

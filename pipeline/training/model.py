@@ -1,15 +1,15 @@
 """The one model builder, and a run's model read back from its directory.
 
 Training, evaluation, tuning, export and the report build their model here:
-the encoder from the run's `SASRecConfig` (`genni.models.config`), the
-sampler through the samplers' registry, the TFRS retrieval model around both.
+the encoder from the run's `ModelConfig` (`genni.models.config`), the
+sampler through the samplers' registry from its `SamplerConfig` (then its
+`setup` on the training data), the TFRS retrieval model around both.
 """
 
 from __future__ import annotations
 
 import os
 
-import numpy as np
 import tensorflow as tf
 
 from genni.components.samplers import registry
@@ -24,39 +24,32 @@ BEST_DIR = "best"
 
 
 def build_model(
-    config: TrainConfig,
-    dataset: Dataset,
-    item_counts: np.ndarray | None = None,
-    successors: bool = True,
+    config: TrainConfig, dataset: Dataset, setup: bool = True
 ) -> SequentialRetrievalModel:
     """The model of `config` on `dataset`, compiled, its variables created.
 
-    `item_counts`: the counts a popularity sampler draws from (default: the
-    dataset's); samplers that need none ignore them. `successors`: fill a
-    GenNi sampler's successor table from the dataset (False where a
-    checkpoint restores it, or nothing draws).
+    `setup`: give the sampler what it needs of the training data (its
+    `setup`: a popularity sampler's counts, GenNi's successor table); False
+    where nothing draws, or a checkpoint restores it.
     """
     info = dataset.info
-    encoder = build_encoder(config.model(info))
+    encoder = build_encoder(config.encoder(info))
     sampler = None
     if config.loss != "softmax":  # The full softmax draws no negatives.
-        kind = registry.get(config.sampler)
-        if kind.needs_item_counts and item_counts is None:
-            item_counts = dataset.item_counts()
+        positions = None
+        if config.sampler.draw_budget is not None:  # A step's mean positions.
+            positions = dataset.positions_per_step(config.batch_size)
         sampler = registry.build_sampler(
-            config.sampler_config(
-                num_items=info.num_items, positions=_positions(config, dataset)
-            ),
+            config.sampler_at(num_items=info.num_items, positions=positions),
             info.num_items,
-            item_counts,
+            config.sampler_seed,
         )
     model = SequentialRetrievalModel(
         encoder,
         sampler,
         loss=config.loss,
         logq_correction=config.logq_correction,
-        exclude_seen=config.exclude_seen,
-        alpha_step=config.alpha_step,
+        alpha_step=config.sampler.alpha_step,
     )
     model.compile(optimizer=tf.keras.optimizers.Adam(config.learning_rate))
     model(tf.zeros([1, info.max_len], tf.int64))  # Create the variables.
@@ -67,17 +60,10 @@ def build_model(
         # Its state (GenNi's clusters, successor table) now, not at the first
         # step, where it would make `fit` trace the step twice; built, it is
         # there for a checkpoint to restore.
-        sampler.build(tf.TensorShape([None, config.hidden_size]))
-    if sampler is not None and config.successors is not None and successors:
-        sampler.set_successors(dataset.successor_table(config.successors))
+        sampler.build(tf.TensorShape([None, config.model.hidden_size]))
+    if sampler is not None and setup:
+        sampler.setup(dataset)
     return model
-
-
-def _positions(config: TrainConfig, dataset: Dataset) -> float | None:
-    """A training step's mean positions, when `draw_budget` needs them."""
-    if config.draw_budget is None:
-        return None
-    return dataset.positions_per_step(config.batch_size)
 
 
 def read_config(run_dir: str, data_dir: str | None = None) -> TrainConfig:
@@ -100,10 +86,8 @@ def load_run(
     """
     config = read_config(run_dir, data_dir)
     dataset = dataset or Dataset.open(config.data)
-    # The weights do not depend on a popularity sampler's counts.
-    model = build_model(
-        config, dataset, np.ones(dataset.num_items + 1), successors=False
-    )
+    # The weights do not depend on what a sampler reads of the data.
+    model = build_model(config, dataset, setup=False)
     best_path = os.path.join(run_dir, BEST_DIR, "weights")
     if not tf.io.gfile.exists(best_path + ".index"):
         raise FileNotFoundError(f"{run_dir!r} has no best weights yet.")

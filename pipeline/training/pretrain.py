@@ -163,8 +163,10 @@ def epoch_features(
 def build_pretrainer(
     config: PretrainConfig, info: schema.DatasetInfo, attributes: np.ndarray
 ) -> s3rec.S3RecPretrainer:
-    encoder = build_encoder(config.model(info))
-    sampler = build_sampler(config.sampler_config(), info.num_items)
+    encoder = build_encoder(config.encoder(info))
+    sampler = build_sampler(
+        config.sampler_config(), info.num_items, config.sampler_seed
+    )
     model = s3rec.S3RecPretrainer(
         encoder,
         attributes,
@@ -291,7 +293,7 @@ def initialize(encoder: SASRecEncoder, config: TrainConfig) -> list[str]:
     pretrained = read_config(config.init_from)
     # Only the settings that shape the weights must agree (`WEIGHT_FIELDS`).
     info = schema.DatasetInfo(config.data, 0, encoder.num_items, encoder.max_len)
-    different = pretrained.model(info).weight_differences(config.model(info))
+    different = pretrained.encoder(info).weight_differences(config.encoder(info))
     if different:
         raise ValueError(
             f"--init-from {config.init_from!r} was pre-trained with other model "

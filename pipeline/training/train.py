@@ -30,7 +30,6 @@ never the best one.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 import statistics
@@ -38,7 +37,6 @@ import statistics
 import tensorflow as tf
 
 from genni.components import schema
-from genni.components.samplers import registry
 from genni.pipeline.preprocess import sequences
 from genni.pipeline.training import callbacks as cb
 from genni.pipeline.training import data, rundir
@@ -82,7 +80,7 @@ _log_epoch = cb.log_epoch
 
 def check_dataset(config: TrainConfig, info: schema.DatasetInfo) -> None:
     """Refuse data the run cannot use right; warn when the rule matters."""
-    if config.exclude_seen and info.schema_version < 2:
+    if config.sampler.exclude_seen and info.schema_version < 2:
         raise ValueError(
             f"{config.data!r} was preprocessed by an older genni whose user items "
             "(the --exclude-seen list) hold the held-out valid and test items: run "
@@ -211,8 +209,10 @@ def fit_epochs(
     """
     state = progress.state
     before = [cb.EpochRecord(progress), cb.StopOnNonFinite(progress)]
-    if model.sampler is not None and registry.get(config.sampler).model_generated:
-        before.append(cb.BetaSchedule(progress, config.beta, config.beta_growth))
+    if model.sampler is not None and config.sampler.model_generated:
+        before.append(
+            cb.BetaSchedule(progress, config.sampler.beta, config.sampler.beta_growth)
+        )
     progbar = [_Progbar(end_epoch)] if verbose else []
     cached = dataset.records(schema.TRAIN)
     steps = data.steps_per_epoch(dataset.num_train_examples(), config.batch_size)
@@ -245,9 +245,9 @@ def fit_epochs(
 
 def _scored(config: TrainConfig, dataset: Dataset, **changes) -> int:
     """The items a GenNi draw of `config`, with `changes`, scores on `dataset`."""
-    config = dataclasses.replace(config, **changes)
+    sampler = config.sampler.replace(**changes)
     positions = dataset.positions_per_step(config.batch_size)
-    return config.scored_candidates(dataset.num_items, positions)
+    return sampler.scored_candidates(dataset.num_items, positions)
 
 
 def _budget_unused(config: TrainConfig, dataset: Dataset) -> bool:
@@ -258,10 +258,8 @@ def _budget_unused(config: TrainConfig, dataset: Dataset) -> bool:
 
 def _say_candidates(model, config: TrainConfig, dataset: Dataset) -> None:
     """One line on what a GenNi draw scores, when a cap or budget bites."""
-    from genni.components.samplers.genni import GenNiSampler
-
     sampler = model.sampler
-    if not isinstance(sampler, GenNiSampler):
+    if sampler is None or not config.sampler.model_generated:
         return
     if sampler.clusters is not None:
         print(
@@ -274,15 +272,20 @@ def _say_candidates(model, config: TrainConfig, dataset: Dataset) -> None:
     m, n = sampler.num_candidates, dataset.num_items
     if m >= _scored(config, dataset, max_candidates=None, draw_budget=None):
         return
-    why = f"--max-candidates {config.max_candidates:,}" if config.max_candidates else ""
+    settings = config.sampler
+    why = (
+        f"--max-candidates {settings.max_candidates:,}"
+        if settings.max_candidates
+        else ""
+    )
     if m < _scored(config, dataset, draw_budget=None):
         positions = dataset.positions_per_step(config.batch_size)
         why = (
-            f"--draw-budget {config.draw_budget:,} over {positions:,.0f} "
+            f"--draw-budget {settings.draw_budget:,} over {positions:,.0f} "
             "positions a step"
         )
     extra = (
-        f", and each position's input item and its {config.successors} most "
+        f", and each position's input item and its {settings.successors} most "
         "frequent successors (--successors)"
         if sampler.num_extra
         else ""
@@ -298,7 +301,7 @@ def _train(
 ) -> dict:
     dataset = Dataset.open(config.data)
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
-    if config.pack and config.exclude_seen and replicas > 1:
+    if config.pack and config.sampler.exclude_seen and replicas > 1:
         raise ValueError(
             "--pack with --exclude-seen trains on one replica only: drop one of "
             "them or use --strategy default."
@@ -307,13 +310,14 @@ def _train(
     if task is None:
         check_dataset(config, dataset.info)
         defaults = TrainConfig.defaults()
-        if config.max_candidates and dataset.num_items <= config.max_candidates:
+        cap, budget = config.sampler.max_candidates, config.sampler.draw_budget
+        if cap and dataset.num_items <= cap:
             # A cap at or above the catalog never bites: a run started before
             # the cap existed (the preset's, since) resumes under it.
-            defaults["max_candidates"] = config.max_candidates
-        if config.draw_budget and _budget_unused(config, dataset):
+            defaults["max_candidates"] = cap
+        if budget and _budget_unused(config, dataset):
             # Likewise a budget that leaves the candidates as they were.
-            defaults["draw_budget"] = config.draw_budget
+            defaults["draw_budget"] = budget
         state = rundir.prepare(
             config.output, config.to_dict(), resume, _initial_state(), defaults
         )

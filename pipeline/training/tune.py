@@ -52,10 +52,10 @@ DEFAULT_SPACE: dict[str, object] = {
 # (the registry's `model_generated`), tuned only when such a sampler is.
 GENNI_ONLY = ("alpha", "beta", "self_adjust_alpha")
 GENERATED = list(registry.model_generated())
-TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+TRAIN_FIELDS = set(TrainConfig.keys())
 # Trials start from what `genni train` trains without flags (its default preset).
 DEFAULT_SETTINGS = configs.preset(configs.DEFAULT_PRESET)
-DEFAULTS = TrainConfig(data="", output="", **DEFAULT_SETTINGS)
+DEFAULTS = TrainConfig.of(data="", output="", **DEFAULT_SETTINGS)
 SPACE_NAMES = set(DEFAULT_SPACE)
 
 
@@ -119,7 +119,7 @@ def _default(name: str, spec: dict) -> object:
     Trial 0 of a search then trains the defaults, so the search's best is never
     worse on validation than `genni train` without flags.
     """
-    value = {"self_adjust_alpha": False}.get(name, getattr(DEFAULTS, name, None))
+    value = {"self_adjust_alpha": False}.get(name, DEFAULTS.to_dict().get(name))
     if spec["type"] == "choice":
         return value if value in spec["values"] else None
     if (
@@ -185,7 +185,7 @@ def config_from_hp(
     if values.get("self_adjust_alpha"):
         settings["alpha_step"] = configs.DEFAULT_ALPHA_STEP
     settings["attention_dropout"] = settings["dropout"]
-    return dataclasses.replace(base, **settings)
+    return base.replace(**settings)
 
 
 class GenNiTuner(kt.Tuner):
@@ -288,7 +288,7 @@ def tune(
     of every trial's validation (`genni train --candidates`).
     """
     space = load_space(space_file)
-    base = TrainConfig(
+    base = TrainConfig.of(
         **{
             **DEFAULT_SETTINGS,
             # A trial's budget: a fixed patience over its few epochs.

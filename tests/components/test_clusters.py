@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from genni.components.samplers import GenNiSampler, law
+from genni.components.samplers import GenNiSampler
 from genni.components.samplers import clusters as clusters_lib
+from genni.components.samplers.base import BatchContext
+from research import law
 
 V, D = 20, 4
 
@@ -104,14 +106,16 @@ def test_the_two_level_draw_never_draws_the_target_or_excluded_items():
     rows, target, seen = 3000, 3, [1, 5, 5, 9]
     table = _table().numpy()
     table[target] = 100.0  # The target dominates every query's scores.
-    sampler = GenNiSampler(V, num_negatives=3, alpha=2.0, seed=4, clusters=4)
+    sampler = GenNiSampler(
+        V, num_negatives=3, alpha=2.0, seed=4, clusters=4, exclude_seen=True
+    )
     exclude = [seen] * rows
     exclude[0] = [i for i in range(1, V + 1) if i != target]  # Nothing left.
     draws = sampler(
         tf.ones([rows, D]),
         tf.fill([rows], target),
         tf.constant(table),
-        exclude=tf.ragged.constant(exclude, dtype=tf.int64),
+        context=BatchContext(user_items=tf.ragged.constant(exclude, dtype=tf.int64)),
     ).numpy()
     assert draws.shape == (rows, 3) and draws.min() >= 1 and draws.max() <= V
     assert not np.any(draws == target)

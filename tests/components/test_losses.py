@@ -3,6 +3,7 @@ import pytest
 import tensorflow as tf
 
 from genni.components import losses
+from genni.components.samplers.base import BatchContext
 
 # Float32 sums of unit-scale terms: oneDNN and Eigen add them in different
 # orders, so compare with an absolute part too.
@@ -116,8 +117,16 @@ def test_genni_log_q_is_the_exact_draw_probability():
     queries = tf.constant(rng.normal(size=(3, d)).astype(np.float32))
     targets = tf.constant([1, 2, 3])
     exclude = tf.ragged.constant([[4, 5], [], [6]])
-    sampler = GenNiSampler(num_items, num_negatives=5, alpha=1.5, seed=0)
-    ids, log_q = sampler(queries, targets, table, exclude=exclude, return_log_q=True)
+    sampler = GenNiSampler(
+        num_items, num_negatives=5, alpha=1.5, seed=0, exclude_seen=True
+    )
+    ids, log_q = sampler(
+        queries,
+        targets,
+        table,
+        context=BatchContext(user_items=exclude),
+        return_log_q=True,
+    )
     logits = 1.5 * tf.matmul(queries, table[1:], transpose_b=True).numpy()
     for row, masked in enumerate(([1, 4, 5], [2], [3, 6])):
         logits[row, np.array(masked) - 1] = -np.inf
@@ -136,10 +145,13 @@ def test_genni_log_q_is_the_exact_draw_probability():
 def test_uniform_and_popularity_log_q():
     from genni.components.samplers import PopularitySampler, UniformSampler
 
-    uniform = UniformSampler(10, num_negatives=3, seed=0)
+    uniform = UniformSampler(10, num_negatives=3, seed=0, exclude_seen=True)
     exclude = tf.ragged.constant([[2, 3], []])
     ids, log_q = uniform(
-        tf.zeros([2, 4]), tf.constant([1, 1]), exclude=exclude, return_log_q=True
+        tf.zeros([2, 4]),
+        tf.constant([1, 1]),
+        context=BatchContext(user_items=exclude),
+        return_log_q=True,
     )
     assert ids.shape == (2, 3)
     np.testing.assert_allclose(log_q.numpy()[0], -np.log(7.0), rtol=1e-6, atol=1e-6)

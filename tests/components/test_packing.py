@@ -131,7 +131,7 @@ def test_packed_dataset_and_training(tmp_path):
         np.testing.assert_array_equal(
             a[schema.USER_ITEMS].to_tensor(), b[schema.USER_ITEMS].to_tensor()
         )
-    config = TrainConfig(
+    config = TrainConfig.of(
         data=data_dir,
         output=str(tmp_path / "run"),
         epochs=5,

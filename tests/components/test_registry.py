@@ -15,7 +15,6 @@ from genni.pipeline.training.config import SAMPLERS, TrainConfig
 
 
 def test_each_registered_name_builds_its_sampler_with_the_settings():
-    counts = np.arange(11, dtype=np.float64)
     expected = {
         "uniform": UniformSampler,
         "popularity": PopularitySampler,
@@ -23,19 +22,32 @@ def test_each_registered_name_builds_its_sampler_with_the_settings():
     }
     assert registry.names() == tuple(expected)
     for name, cls in expected.items():
-        config = SamplerConfig(name, num_negatives=3, alpha=1.5, beta=0.5, seed=7)
-        sampler = build_sampler(config, 10, counts)
+        config = SamplerConfig(name=name, num_negatives=3, exclude_seen=True)
+        sampler = build_sampler(config, 10, seed=7)
         assert type(sampler) is cls
         assert (sampler.num_items, sampler.num_negatives) == (10, 3)
-    genni = build_sampler(SamplerConfig("genni", alpha=1.5, beta=0.5), 10)
+        assert (sampler.seed, sampler.exclude_seen) == (7, True)
+    genni = build_sampler(SamplerConfig(name="genni", alpha=1.5, beta=0.5), 10)
     assert (float(genni.alpha), genni.beta) == (1.5, 0.5)
 
 
+class Counts:
+    """What a sampler's `setup` reads of the training data."""
+
+    def item_counts(self):
+        return np.arange(11, dtype=np.float64)
+
+
 def test_unknown_names_and_missing_counts_are_clear_errors():
+    with pytest.raises(ValueError, match=r"`sampler` must be one of.*uniform"):
+        SamplerConfig(name="gan")
     with pytest.raises(ValueError, match=r"Unknown sampler 'gan'.*uniform"):
-        build_sampler(SamplerConfig("gan"), 10)
-    with pytest.raises(ValueError, match="popularity sampler needs item counts"):
-        build_sampler(SamplerConfig("popularity"), 10)
+        registry.get("gan")
+    popular = build_sampler(SamplerConfig(name="popularity"), 10)
+    with pytest.raises(ValueError, match="no item counts"):
+        popular(np.zeros([2, 4], np.float32), np.array([1, 2]))
+    popular.setup(Counts())  # The setup step fills them.
+    assert popular(np.zeros([2, 4], np.float32), np.array([1, 2])).shape == (2, 1)
     with pytest.raises(ValueError, match="already registered"):
         registry.register("genni", registry.get("uniform"))
 
@@ -44,23 +56,21 @@ def test_the_cli_choices_and_the_genni_knobs_come_from_the_registry():
     assert registry.names() == SAMPLERS
     assert registry.model_generated() == ("genni",)
     with pytest.raises(ValueError, match="need --sampler genni"):
-        TrainConfig(data="d", output="o", sampler="uniform", beta_growth=20.0)
-    config = TrainConfig(data="d", output="o", seed=3, beta=1.0, beta_growth=20.0)
+        TrainConfig.of(data="d", output="o", sampler="uniform", beta_growth=20.0)
+    config = TrainConfig.of(data="d", output="o", seed=3, beta=1.0, beta_growth=20.0)
     # The sampler's beta follows the run's schedule; its stream is the run's.
-    assert config.sampler_config(0).beta == pytest.approx(0.001)
-    assert config.sampler_config(20).beta == pytest.approx(0.01)
-    assert config.sampler_config().seed == registry.sampler_seed(3, 1)
+    assert config.sampler_at(0).beta == pytest.approx(0.001)
+    assert config.sampler_at(20).beta == pytest.approx(0.01)
+    assert config.sampler_seed == registry.sampler_seed(3, 1)
 
 
 def test_k_is_capped_at_the_catalog_less_one():
-    config = TrainConfig(data="d", output="o", num_negatives=64)
-    assert config.sampler_config().num_negatives == 64
-    assert config.sampler_config(num_items=46).num_negatives == 45
-    assert config.sampler_config(num_items=12_101).num_negatives == 64
+    config = TrainConfig.of(data="d", output="o", num_negatives=64)
+    assert config.sampler_at().num_negatives == 64
+    assert config.sampler_at(num_items=46).num_negatives == 45
+    assert config.sampler_at(num_items=12_101).num_negatives == 64
     # The catalog's own limit then holds for every sampler the run builds.
     for name in SAMPLERS:
-        run = TrainConfig(data="d", output="o", sampler=name, num_negatives=64)
-        sampler = build_sampler(
-            run.sampler_config(num_items=46), 46, np.ones(47, dtype=np.float64)
-        )
+        run = TrainConfig.of(data="d", output="o", sampler=name, num_negatives=64)
+        sampler = build_sampler(run.sampler_at(num_items=46), 46)
         assert sampler.num_negatives == 45

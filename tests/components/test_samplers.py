@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from genni.components.samplers import GenNiSampler, PopularitySampler, UniformSampler
+from genni.components.samplers.base import BatchContext
 from genni.components.samplers.categorical import categorical, cdf_block
 
 V = 20  # items 1..20
@@ -65,12 +66,16 @@ def test_genni_excludes_the_users_items_and_keeps_the_softmax_law():
     rows, target, seen = 6000, 3, [1, 5, 5, 9]
     table = _table()
     query = tf.constant([1.0, -0.5, 0.25, 2.0])
-    sampler = GenNiSampler(V, num_negatives=2, alpha=2.0, seed=4, max_logits=25600)
+    sampler = GenNiSampler(
+        V, num_negatives=2, alpha=2.0, seed=4, max_logits=25600, exclude_seen=True
+    )
     draws = sampler(
         tf.tile(query[None], [rows, 1]),
         tf.fill([rows], target),
         table,
-        exclude=tf.ragged.constant([seen] * rows, dtype=tf.int64),
+        context=BatchContext(
+            user_items=tf.ragged.constant([seen] * rows, dtype=tf.int64)
+        ),
     ).numpy()
     expected = _expected_genni(query, table, 2.0, target)
     expected[seen] = 0.0
@@ -82,13 +87,18 @@ def test_genni_excludes_the_users_items_and_keeps_the_softmax_law():
 def test_genni_exclusion_with_beta_and_a_row_left_without_candidates():
     # Row 0 excludes every item but the target: it falls back to "not the
     # target". Row 1 excludes 1..10 and must draw from 11..20 only.
-    sampler = GenNiSampler(V, num_negatives=3, alpha=1.0, beta=0.5, seed=5)
+    sampler = GenNiSampler(
+        V, num_negatives=3, alpha=1.0, beta=0.5, seed=5, exclude_seen=True
+    )
     exclude = tf.ragged.constant(
         [[i for i in range(1, V + 1) if i != 2], list(range(1, 11))], dtype=tf.int64
     )
     for _ in range(20):
         draws = sampler(
-            tf.ones([2, D]), tf.constant([2, 12]), _table(), exclude=exclude
+            tf.ones([2, D]),
+            tf.constant([2, 12]),
+            _table(),
+            context=BatchContext(user_items=exclude),
         ).numpy()
         assert not np.any(draws[0] == 2)
         assert np.all(draws[1] > 10) and not np.any(draws[1] == 12)
@@ -156,13 +166,17 @@ def test_genni_beta_group_keeps_the_law_of_each_subset():
     expected = np.r_[0.0, np.full(V, 1.0 / (V - 1))]
     expected[target] = 0.0
     _assert_close_to(_frequencies(draws), expected, rows)
+    sampler.exclude_seen = True  # The same draws, never the user's items.
     draws = graph(
         tf.ones([rows, D]),
         tf.fill([rows], target),
         _table(),
-        exclude=tf.ragged.constant([seen] * rows, dtype=tf.int64),
+        context=BatchContext(
+            user_items=tf.ragged.constant([seen] * rows, dtype=tf.int64)
+        ),
     ).numpy()
     assert not np.any(np.isin(draws, [*seen, target]))
+    sampler.exclude_seen = False
 
     @tf.function(jit_compile=True)
     def draw(q, t):
@@ -303,13 +317,15 @@ def test_genni_scores_each_row_with_its_own_query(kwargs, exclude):
     table, queries, own = _pointing_queries(rows)
     # Targets in another class than the row's own (never drawn anyway).
     targets = (own + 2) % CLASSES + CLASSES
-    sampler = GenNiSampler(V, num_negatives=k, alpha=1.0, seed=3, **kwargs)
+    sampler = GenNiSampler(
+        V, num_negatives=k, alpha=1.0, seed=3, exclude_seen=exclude, **kwargs
+    )
     args = (queries, tf.constant(targets), table)
     if exclude:  # One own-class item per row; row 0 excludes every other item
         # and falls back to "not the target", still scored with its own query.
         seen = [[own[r] + CLASSES] for r in range(rows)]
         seen[0] = [i for i in range(1, V + 1) if i != targets[0]]
-        args += (tf.ragged.constant(seen, dtype=tf.int64),)
+        args += (BatchContext(user_items=tf.ragged.constant(seen, dtype=tf.int64)),)
     draws = np.stack([sampler(*args).numpy() for _ in range(calls)], axis=1)
     in_own_class = draws % CLASSES == own[:, None, None]  # (rows, calls, k)
     # V' may miss a class now and then (beta < 1): nearly all, not all.
@@ -418,13 +434,15 @@ def test_uniform_is_uniform_without_the_target():
 def test_uniform_excludes_the_users_items():
     # Row 0: target 1 and items 2..19 seen, so item 20 is the only negative.
     exclude = tf.ragged.constant([list(range(2, V)), [1, 2, 3]])
-    draws = UniformSampler(V, num_negatives=50, seed=1)(
-        tf.zeros([2, D]), tf.constant([1, 4]), exclude=exclude
+    draws = UniformSampler(V, num_negatives=50, seed=1, exclude_seen=True)(
+        tf.zeros([2, D]), tf.constant([1, 4]), context=BatchContext(user_items=exclude)
     ).numpy()
     assert np.all(draws[0] == V)
     assert not np.any(np.isin(draws[1], [1, 2, 3, 4]))
-    many = UniformSampler(V, num_negatives=8000, seed=2)(
-        tf.zeros([1, D]), tf.constant([4]), exclude=tf.ragged.constant([[1, 3, 3, 2]])
+    many = UniformSampler(V, num_negatives=8000, seed=2, exclude_seen=True)(
+        tf.zeros([1, D]),
+        tf.constant([4]),
+        context=BatchContext(user_items=tf.ragged.constant([[1, 3, 3, 2]])),
     ).numpy()
     expected = np.full(V + 1, 1 / (V - 4))
     expected[[0, 1, 2, 3, 4]] = 0

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from genni.components.samplers import GenNiSampler, law
+from genni.components.samplers import GenNiSampler
+from genni.components.samplers.base import BatchContext
 from genni.components.samplers.successors import successor_table
+from research import law
 
 D = 4
 
@@ -68,7 +70,7 @@ def test_the_draw_with_successors_has_the_closed_form_law_and_nears_the_exact(n,
             tf.repeat(tf.constant(query), rows, 0),
             tf.fill([rows], target),
             tf.constant(items),
-            previous=tf.fill([rows], 9),
+            context=BatchContext(previous=tf.fill([rows], 9)),
         ),
         jit_compile=True,
     )
@@ -110,7 +112,7 @@ def test_log_q_of_extras_and_uniform_candidates_share_one_estimate_of_the_mass()
         tf.constant(previous),  # Targets: the input items themselves.
         tf.constant(items),
         return_log_q=True,
-        previous=tf.constant(previous),
+        context=BatchContext(previous=tf.constant(previous)),
     )
     ids, log_q = ids.numpy(), log_q.numpy()
     scores = np.take_along_axis(queries @ items.T, ids, axis=1)
@@ -125,7 +127,7 @@ def test_log_q_of_extras_and_uniform_candidates_share_one_estimate_of_the_mass()
 def test_successors_skip_excluded_items_and_are_off_when_every_item_is_scored():
     n = 12
     items = tf.random.stateless_normal([n + 1, D], [0, 1])
-    sampler = _sampler(n, 3, 2)
+    sampler = _sampler(n, 3, 2, exclude_seen=True)
     table = np.zeros((n + 1, 2), np.int64)
     table[5] = [6, 7]
     sampler.set_successors(table)
@@ -134,8 +136,7 @@ def test_successors_skip_excluded_items_and_are_off_when_every_item_is_scored():
         tf.ones([200, D]),
         tf.fill([200], 1),
         items,
-        exclude=exclude,
-        previous=tf.fill([200], 5),
+        context=BatchContext(user_items=exclude, previous=tf.fill([200], 5)),
     ).numpy()
     assert not np.isin(drawn, [1, 6, 7]).any()
     assert np.isin(drawn, [5]).any()  # The input item is a candidate.
@@ -170,7 +171,7 @@ def test_an_extra_in_the_uniform_subset_counts_once():
             tf.ones([rows, D]),
             tf.fill([rows], 1),
             tf.random.stateless_normal([n + 1, D], [0, 2]),
-            previous=tf.fill([rows], 5),
+            context=BatchContext(previous=tf.fill([rows], 5)),
         ),
         jit_compile=True,
     )
@@ -210,7 +211,7 @@ def test_a_draw_per_position_with_excluded_items_traces_as_training_does(k):
     # with "Input 'y' of 'Less' Op has type int32" at `genni train
     # --max-candidates 8 --beta-group 1 --successors 2 --exclude-seen`.
     n, rows = 400, 20
-    sampler = _sampler(n, 8, 2, beta_group=1, num_negatives=k)
+    sampler = _sampler(n, 8, 2, beta_group=1, num_negatives=k, exclude_seen=True)
     assert sampler.group_draws_with_replacement
     table = np.zeros((n + 1, 2), np.int64)
     table[5] = [6, 7]
@@ -226,7 +227,12 @@ def test_a_draw_per_position_with_excluded_items_traces_as_training_does(k):
         ]
     )
     def draw(queries, targets, exclude, previous):
-        return sampler(queries, targets, items, exclude=exclude, previous=previous)
+        return sampler(
+            queries,
+            targets,
+            items,
+            context=BatchContext(user_items=exclude, previous=previous),
+        )
 
     exclude = tf.ragged.constant([[6, 9]] * (rows // 2) + [[3]] * (rows // 2))
     drawn = draw(

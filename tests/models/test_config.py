@@ -3,14 +3,14 @@
 import pytest
 
 from genni.components import schema
-from genni.models.config import SASRecConfig, build_encoder
+from genni.models.config import ModelConfig, SASRecConfig, build_encoder
 from genni.pipeline.training.config import PretrainConfig, TrainConfig
 
 
 def test_a_run_gives_the_encoder_of_its_settings_on_its_dataset():
     info = schema.DatasetInfo("d", num_users=5, num_items=30, max_len=12)
-    train = TrainConfig(data="d", output="o", hidden_size=32, num_heads=4, seed=5)
-    config = train.model(info)
+    train = TrainConfig.of(data="d", output="o", hidden_size=32, num_heads=4, seed=5)
+    config = train.encoder(info)
     assert config == SASRecConfig(
         num_items=30, max_len=12, hidden_size=32, num_layers=2, num_heads=4, seed=5
     )
@@ -21,12 +21,12 @@ def test_a_run_gives_the_encoder_of_its_settings_on_its_dataset():
 
 def test_pretraining_and_fine_tuning_agree_on_weight_shapes_only():
     info = schema.DatasetInfo("d", num_users=5, num_items=30, max_len=12)
-    pre = PretrainConfig(data="d", output="p", dropout=0.2, seed=1).model(info)
-    fine = TrainConfig(data="d", output="o").model(info)
+    pre = PretrainConfig.of(data="d", output="p", dropout=0.2, seed=1).encoder(info)
+    fine = TrainConfig.of(data="d", output="o").encoder(info)
     assert pre.weight_differences(fine) == []  # Dropout and seed may differ.
-    other = TrainConfig(
+    other = TrainConfig.of(
         data="d", output="o", hidden_size=128, num_layers=3, num_heads=4
-    ).model(info)
+    ).encoder(info)
     assert pre.weight_differences(other) == [
         "hidden_size 64 vs 128",
         "num_layers 2 vs 3",
@@ -37,5 +37,9 @@ def test_pretraining_and_fine_tuning_agree_on_weight_shapes_only():
 def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match="multiple of `num_heads`"):
         SASRecConfig(num_items=10, hidden_size=30, num_heads=4)
+    with pytest.raises(ValueError, match="multiple of `num_heads`"):
+        ModelConfig(hidden_size=30, num_heads=4)  # Checked by its owner.
+    with pytest.raises(ValueError, match="multiple of `num_heads`"):
+        TrainConfig.of(data="d", output="o", hidden_size=30, num_heads=4)
     with pytest.raises(ValueError, match="`num_layers` must be at least 1"):
         SASRecConfig(num_items=10, num_layers=0)

@@ -31,9 +31,9 @@ def _model(sampler, **kwargs):
     "sampler, kwargs",
     [
         (UniformSampler(V, 2, seed=0), {}),
-        (UniformSampler(V, 2, seed=0), {"exclude_seen": True, "loss": "bpr"}),
-        (PopularitySampler(V, [1.0] * (V + 1), 1.0, 2, seed=0), {"exclude_seen": True}),
-        (GenNiSampler(V, 2, seed=0), {"exclude_seen": True}),
+        (UniformSampler(V, 2, seed=0, exclude_seen=True), {"loss": "bpr"}),
+        (PopularitySampler(V, [1.0] * (V + 1), 1.0, 2, seed=0, exclude_seen=True), {}),
+        (GenNiSampler(V, 2, seed=0, exclude_seen=True), {}),
         (GenNiSampler(V, 2, alpha=2.0, seed=0), {"alpha_step": 0.1}),
         (None, {"loss": "softmax"}),
     ],
@@ -70,7 +70,7 @@ def test_self_adjusting_alpha_moves_alpha():
     [
         (None, {}, "needs a sampler"),
         (UniformSampler(V), {"loss": "hinge"}, "`loss`"),
-        (UniformSampler(V), {"alpha_step": 0.1}, "GenNi"),
+        (UniformSampler(V), {"alpha_step": 0.1}, "with an alpha"),
     ],
 )
 def test_errors(sampler, kwargs, message):

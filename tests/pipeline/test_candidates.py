@@ -54,7 +54,7 @@ def _config(data, output, **kwargs):
         dropout=0.1,
         attention_dropout=0.1,
     )
-    return TrainConfig(**(values | kwargs))
+    return TrainConfig.of(**(values | kwargs))
 
 
 @pytest.fixture(scope="module")

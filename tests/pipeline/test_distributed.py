@@ -26,7 +26,7 @@ from genni.pipeline.training.config import TrainConfig
 
 
 def tiny_config(name, **settings):
-    return TrainConfig(
+    return TrainConfig.of(
         data=data_dir, output=f"{out}/{name}", hidden_size=16, num_layers=1,
         learning_rate=0.005, dropout=0.1, attention_dropout=0.1, patience=10,
         sampler="genni", **settings,
@@ -99,7 +99,7 @@ if part == "pretrain":  # S3-Rec pre-training, killed in epoch 2 and resumed.
     from genni.pipeline.training.config import PretrainConfig
 
     def pre_config(name):  # Odd batches: replicas see unequal shapes.
-        return PretrainConfig(
+        return PretrainConfig.of(
             data=data_dir, output=f"{out}/{name}", epochs=2, hidden_size=16,
             num_layers=1, batch_size=63,
         )

@@ -26,7 +26,7 @@ def _run(data, output, **overrides):
         sampler="genni",
     )
     settings.update(overrides)
-    train.train(TrainConfig(**settings), verbose=0)
+    train.train(TrainConfig.of(**settings), verbose=0)
     return output
 
 

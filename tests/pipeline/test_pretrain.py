@@ -94,10 +94,12 @@ def test_init_from_loads_exactly_the_pretrained_encoder(dataset, tmp_path):
     data, _ = dataset
     pre = str(tmp_path / "pre")
     pretrain.pretrain(
-        PretrainConfig(data=data, output=pre, epochs=1, batch_size=64, **MODEL),
+        PretrainConfig.of(data=data, output=pre, epochs=1, batch_size=64, **MODEL),
         verbose=0,
     )
-    config = TrainConfig(data=data, output=str(tmp_path / "r"), init_from=pre, **MODEL)
+    config = TrainConfig.of(
+        data=data, output=str(tmp_path / "r"), init_from=pre, **MODEL
+    )
     model = train.build_model(config, data_module.Dataset.open(data))
     loaded = pretrain.initialize(model.encoder, config)
     saved = np.load(os.path.join(pre, pretrain.ENCODER_FILE))
@@ -105,7 +107,7 @@ def test_init_from_loads_exactly_the_pretrained_encoder(dataset, tmp_path):
     for name, weight in s3rec.encoder_weights(model.encoder).items():
         np.testing.assert_array_equal(weight.numpy(), saved[name])
 
-    wider = TrainConfig(
+    wider = TrainConfig.of(
         data=data,
         output=str(tmp_path / "w"),
         init_from=pre,
@@ -115,7 +117,9 @@ def test_init_from_loads_exactly_the_pretrained_encoder(dataset, tmp_path):
         train.train(wider, verbose=0)
     with pytest.raises(FileNotFoundError, match="genni pretrain"):
         train.train(
-            TrainConfig(data=data, output=str(tmp_path / "x"), init_from=str(tmp_path)),
+            TrainConfig.of(
+                data=data, output=str(tmp_path / "x"), init_from=str(tmp_path)
+            ),
             verbose=0,
         )
 
@@ -124,7 +128,7 @@ def test_pretrain_resume_equals_uninterrupted(dataset, tmp_path, monkeypatch):
     data, _ = dataset
 
     def config(name, epochs=2):
-        return PretrainConfig(
+        return PretrainConfig.of(
             data=data,
             output=str(tmp_path / name),
             epochs=epochs,

@@ -40,7 +40,7 @@ def _config(data, output, **kwargs):
         attention_dropout=0.1,
         patience=10,
     )
-    return TrainConfig(**(values | kwargs))
+    return TrainConfig.of(**(values | kwargs))
 
 
 def _killed_then_resumed(data, output, monkeypatch, kill_epoch, **kwargs):
@@ -304,73 +304,89 @@ def test_a_preset_is_overridden_by_the_config_file_and_then_by_flags(tmp_path):
 
     recommended = settings()  # The default preset is the recommended one.
     assert recommended == settings("--preset", "recommended")
-    assert (recommended.loss, recommended.num_negatives, recommended.alpha) == (
+    assert (
+        recommended.loss,
+        recommended.sampler.num_negatives,
+        recommended.sampler.alpha,
+    ) == (
         "sampled_softmax",
         64,
         1.0,
     )
     assert recommended.logq_correction
     paper = settings("--preset", "paper")
-    assert (paper.loss, paper.num_negatives, paper.alpha) == ("bce", 1, 2.5)
+    assert (paper.loss, paper.sampler.num_negatives, paper.sampler.alpha) == (
+        "bce",
+        1,
+        2.5,
+    )
     # Early stopping fits each preset's curve (benchmarks/patience.py).
     assert (recommended.patience, recommended.patience_growth) == (10, 0.5)
     assert (paper.patience, paper.patience_growth) == (40, 0.0)
     assert settings("--patience", "7").patience == 7
     assert settings("--patience-growth", "0").patience_growth == 0.0
-    assert paper == TrainConfig(data="D", output="O")  # The paper's = the library's.
+    assert paper == TrainConfig.of(data="D", output="O")  # The paper's = the library's.
     file = tmp_path / "c.json"
     file.write_text(json.dumps({"num_negatives": 16, "alpha": 2.0}))
     mixed = settings("--config", str(file), "--alpha", "3")
-    assert (mixed.loss, mixed.num_negatives, mixed.alpha) == (
+    assert (mixed.loss, mixed.sampler.num_negatives, mixed.sampler.alpha) == (
         "sampled_softmax",
         16,
         3.0,
     )
     file.write_text(json.dumps({"preset": "paper", "num_negatives": 3}))
     named = settings("--config", str(file))  # A config file may name its preset,
-    assert (named.loss, named.num_negatives, named.alpha) == ("bce", 3, 2.5)
+    assert (named.loss, named.sampler.num_negatives, named.sampler.alpha) == (
+        "bce",
+        3,
+        2.5,
+    )
     flag = settings("--config", str(file), "--preset", "recommended")  # --preset wins.
-    assert (flag.loss, flag.num_negatives) == ("sampled_softmax", 3)
+    assert (flag.loss, flag.sampler.num_negatives) == ("sampled_softmax", 3)
     off = settings("--no-logq-correction")
     assert not off.logq_correction
     # GenNi's candidates: capped by the recommended preset, not the paper's;
     # --max-candidates 0 lifts the cap.
-    assert recommended.max_candidates == 16384 and paper.max_candidates is None
-    assert settings("--max-candidates", "4096").max_candidates == 4096
-    assert settings("--max-candidates", "0").max_candidates is None
-    sampler = recommended.sampler_config(num_items=10**6)
+    assert (
+        recommended.sampler.max_candidates == 16384
+        and paper.sampler.max_candidates is None
+    )
+    assert settings("--max-candidates", "4096").sampler.max_candidates == 4096
+    assert settings("--max-candidates", "0").sampler.max_candidates is None
+    sampler = recommended.sampler_at(num_items=10**6)
     assert sampler.max_candidates == 16384
     # Its budget of scores a step cuts M on long histories only.
-    assert recommended.draw_budget == 1 << 27 and paper.draw_budget is None
-    assert recommended.sampler_config(num_items=10**6, positions=256 * 43.4)
     assert (
-        recommended.sampler_config(num_items=10**6, positions=256 * 43.4).max_candidates
+        recommended.sampler.draw_budget == 1 << 27 and paper.sampler.draw_budget is None
+    )
+    assert recommended.sampler_at(num_items=10**6, positions=256 * 43.4)
+    assert (
+        recommended.sampler_at(num_items=10**6, positions=256 * 43.4).max_candidates
         == 8192
     )
     assert (
-        recommended.sampler_config(num_items=10**6, positions=256 * 16).max_candidates
+        recommended.sampler_at(num_items=10**6, positions=256 * 16).max_candidates
         == 16384
     )
     assert (
-        recommended.sampler_config(num_items=12_101, positions=1504).max_candidates
-        is None
+        recommended.sampler_at(num_items=12_101, positions=1504).max_candidates is None
     )
     # The two-level draw: off unless asked for, its C clipped to the catalog.
-    assert recommended.clusters is None and paper.clusters is None
+    assert recommended.sampler.clusters is None and paper.sampler.clusters is None
     clustered = settings("--clusters", "256", "--cluster-samples", "32")
-    assert (clustered.clusters, clustered.cluster_samples) == (256, 32)
-    assert clustered.sampler_config(num_items=100).clusters == 100
-    assert settings("--clusters", "0").clusters is None
+    assert (clustered.sampler.clusters, clustered.sampler.cluster_samples) == (256, 32)
+    assert clustered.sampler_at(num_items=100).clusters == 100
+    assert settings("--clusters", "0").sampler.clusters is None
     with pytest.raises(ValueError, match="--clusters and --successors need"):
         settings("--clusters", "64", "--sampler", "uniform")
     # Successor candidates: off unless asked for; not with the clusters.
-    assert recommended.successors is None and paper.successors is None
-    assert settings("--successors", "16").sampler_config().successors == 16
-    assert settings("--successors", "0").successors is None
+    assert recommended.sampler.successors is None and paper.sampler.successors is None
+    assert settings("--successors", "16").sampler_at().successors == 16
+    assert settings("--successors", "0").sampler.successors is None
     with pytest.raises(ValueError, match="two different GenNi draws"):
         settings("--successors", "4", "--clusters", "8")
-    assert settings("--draw-budget", "0").draw_budget is None
-    assert settings("--draw-budget", "1024").draw_budget == 1024
+    assert settings("--draw-budget", "0").sampler.draw_budget is None
+    assert settings("--draw-budget", "1024").sampler.draw_budget == 1024
     with pytest.raises(ValueError, match="Unknown preset 'fast'"):
         file.write_text(json.dumps({"preset": "fast"}))
         settings("--config", str(file))

@@ -76,16 +76,17 @@ def test_tiny_search_writes_table_and_best_config_and_resumes(
 
     argv = ["train", "--data", dataset, "--output", "o", "--config", str(best)]
     retrain = train_args.config_from_args(cli.build_parser().parse_args(argv))
+    retrained = retrain.to_dict()
     for key, value in config.items():
-        assert getattr(retrain, key) == value
+        assert retrained[key] == value
 
 
 def test_hyperparameters_map_to_a_valid_config():
     hp = kt.HyperParameters()
-    base = TrainConfig(data="d", output="o", **tune.DEFAULT_SETTINGS)
+    base = TrainConfig.of(data="d", output="o", **tune.DEFAULT_SETTINGS)
     config = tune.config_from_hp(hp, tune.DEFAULT_SPACE, base)
     assert config == base  # Defaults: `genni train`'s (the recommended preset).
-    assert base == TrainConfig(
+    assert base == TrainConfig.of(
         data="d", output="o", **configs.preset(configs.DEFAULT_PRESET)
     )
     hp = kt.HyperParameters()
@@ -95,7 +96,8 @@ def test_hyperparameters_map_to_a_valid_config():
     hp.Fixed("self_adjust_alpha", True)
     config = tune.config_from_hp(hp, tune.DEFAULT_SPACE, base)
     assert (
-        config.alpha_step == configs.DEFAULT_ALPHA_STEP and 32 % config.num_heads == 0
+        config.sampler.alpha_step == configs.DEFAULT_ALPHA_STEP
+        and 32 % config.model.num_heads == 0
     )
 
 

@@ -82,16 +82,20 @@ def test_changed_settings_train_and_guard_a_new_run(pipeline_file, capsys):
 
 def test_the_train_section_starts_from_genni_trains_default_preset():
     run = workflow.train_config({"train": {"epochs": 2}}, "D", {})
-    assert (run.loss, run.num_negatives, run.alpha, run.epochs) == (
+    assert (run.loss, run.sampler.num_negatives, run.sampler.alpha, run.epochs) == (
         "sampled_softmax",
         64,
         1.0,
         2,
     )
     paper = workflow.train_config({"train": {"preset": "paper"}}, "D", {})
-    assert (paper.loss, paper.num_negatives, paper.alpha) == ("bce", 1, 2.5)
+    assert (paper.loss, paper.sampler.num_negatives, paper.sampler.alpha) == (
+        "bce",
+        1,
+        2.5,
+    )
     tuned = workflow.train_config({"train": {"preset": "paper"}}, "D", {"alpha": 4})
-    assert tuned.alpha == 4  # The tuned settings win.
+    assert tuned.sampler.alpha == 4  # The tuned settings win.
     with pytest.raises(ValueError, match="Unknown preset"):
         workflow.train_config({"train": {"preset": "fast"}}, "D", {})
 

@@ -1,7 +1,6 @@
 """The compact record of finished runs: one line per run, read and appended
 by `python -m research.report --archive`, and the reports rendered from it."""
 
-import dataclasses
 import json
 import os
 import threading
@@ -20,7 +19,7 @@ FINGERPRINT = '{"items": 50, "users": 100}'
 
 def metrics_of(seed=0, alpha=2.5, alpha_step=None, epochs=4):
     """A metrics.json as `genni train` writes it (made-up numbers)."""
-    config = TrainConfig(
+    config = TrainConfig.of(
         data="/machine/data", output="/machine/runs/r", seed=seed, alpha=alpha
     )
     config = TrainConfig.from_dict(dict(config.to_dict(), alpha_step=alpha_step))
@@ -252,17 +251,17 @@ def report_args(**values):
 
 
 def test_the_log_q_correction_keys_only_sampled_softmax_runs():
-    bce = TrainConfig(data="D", output="o")
-    ssm = dataclasses.replace(bce, loss="sampled_softmax", num_negatives=8)
+    bce = TrainConfig.of(data="D", output="o")
+    ssm = bce.replace(loss="sampled_softmax", num_negatives=8)
     key = keys.run_key
-    assert key(dataclasses.replace(bce, logq_correction=False), "F") == key(bce, "F")
-    assert key(dataclasses.replace(ssm, logq_correction=False), "F") != key(ssm, "F")
+    assert key(bce.replace(logq_correction=False), "F") == key(bce, "F")
+    assert key(ssm.replace(logq_correction=False), "F") != key(ssm, "F")
     assert key(ssm, "F") != key(bce, "F")
 
 
 def test_a_cap_on_genni_candidates_keys_a_run_only_where_it_bites():
-    config = TrainConfig(data="D", output="o")
-    capped = dataclasses.replace(config, max_candidates=16384)
+    config = TrainConfig.of(data="D", output="o")
+    capped = config.replace(max_candidates=16384)
     small, large = '{"items": 12101}', '{"items": 1000000}'
     assert keys.run_key(capped, small) == keys.run_key(config, small)
     assert keys.run_key(capped, large) != keys.run_key(config, large)
@@ -270,14 +269,14 @@ def test_a_cap_on_genni_candidates_keys_a_run_only_where_it_bites():
 
 
 def test_a_draw_budget_keys_a_run_by_the_candidates_it_leaves():
-    config = TrainConfig(data="D", output="o", max_candidates=16384)
-    budget = dataclasses.replace(config, draw_budget=1 << 27)
+    config = TrainConfig.of(data="D", output="o", max_candidates=16384)
+    budget = config.replace(draw_budget=1 << 27)
     short = '{"items": 1000000, "events": 600000, "users": 100000, "max_len": 50}'
     long = '{"items": 1000000, "events": 4600000, "users": 100000, "max_len": 50}'
     # Short histories: M stays 16,384, the capped run's experiment.
     assert keys.run_key(budget, short) == keys.run_key(config, short)
     # Long ones: M 8,192, the same experiment as --max-candidates 8192.
-    m8192 = dataclasses.replace(config, max_candidates=8192)
+    m8192 = config.replace(max_candidates=8192)
     assert keys.run_key(budget, long) == keys.run_key(m8192, long)
     assert keys.run_key(budget, long) != keys.run_key(config, long)
     # Without statistics the budget is part of the key.

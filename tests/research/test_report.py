@@ -30,9 +30,9 @@ def fake_metrics(config, value):
     history = [
         {
             "epoch": e,
-            "train_seconds": 2.0 + (config.sampler == "genni"),
+            "train_seconds": 2.0 + (config.sampler.name == "genni"),
             "valid": {"NDCG@10": value * e / 3},
-            "alpha": config.alpha,
+            "alpha": config.sampler.alpha,
         }
         for e in (1, 2, 3)
     ]
@@ -63,8 +63,8 @@ def value_of(config):
     value = 3.0 + 0.5 * config.seed
     if config.loss == "softmax":  # The reference ceiling, above them all.
         return value + 2.5
-    if config.sampler == "genni":
-        value += 2.0 - abs(config.alpha - 2.5) * 0.3
+    if config.sampler.name == "genni":
+        value += 2.0 - abs(config.sampler.alpha - 2.5) * 0.3
     return value
 
 
@@ -224,7 +224,11 @@ def test_an_undecided_alpha_claim_trains_the_alpha_nearest_the_best_end(
     gain = {0.0: 1.0, 1.0: 1.2, 2.5: 1.5, 4.0: 1.9, 5.0: 1.6, 6.0: 1.7}
 
     def rising(config):  # The best is 4; 6 beats 5 and 2.5.
-        return 3.0 + (gain.get(config.alpha, 1.5) if config.sampler == "genni" else 0.0)
+        return 3.0 + (
+            gain.get(config.sampler.alpha, 1.5)
+            if config.sampler.name == "genni"
+            else 0.0
+        )
 
     # The claims' first runs have finished: alpha 0, 2.5 and 6, and 6 is best.
     first = report.claim_runs(grid)
@@ -237,7 +241,7 @@ def test_an_undecided_alpha_claim_trains_the_alpha_nearest_the_best_end(
     order = []
 
     def fake_train(config, resume=False, verbose=1):
-        order.append(config.alpha)
+        order.append(config.sampler.alpha)
         finish({config.output: {"config": config}}, rising)
         if len(order) == 2:
             raise KeyboardInterrupt
@@ -304,7 +308,7 @@ def test_after_the_claims_every_figure_gets_its_first_points(tmp_path):
         assert not tier & claims
     for entry in runs.values():  # The self-adjusted runs move alpha.
         if any(use[:2] in sketch[0] for use in entry["uses"]):
-            assert entry["config"].alpha_step is not None
+            assert entry["config"].sampler.alpha_step is not None
 
 
 def _stats(path, users):
@@ -330,7 +334,7 @@ def test_runs_are_keyed_by_settings_and_dataset_not_paths(tmp_path):
     mine = tmp_path / "runs" / "my_own_genni_run"
     os.makedirs(mine)
     with open(mine / train.CONFIG_FILE, "w") as f:
-        json.dump(dataclasses.replace(planned, output=str(mine)).to_dict(), f)
+        json.dump(planned.replace(output=str(mine)).to_dict(), f)
     again = report.plan(same_b, runs, GRID)
     assert str(mine) in again and len(again) == len(a)
 
@@ -389,10 +393,10 @@ def test_a_pretrained_run_is_keyed_by_its_pretraining_name_not_place():
     config = report.plan("DATA", "runs", GRID)
     config = next(iter(config.values()))["config"]
     here, there = (
-        dataclasses.replace(config, init_from=f"{d}/beauty_pretrain_s0")
+        config.replace(init_from=f"{d}/beauty_pretrain_s0")
         for d in ("/a/runs", "/b/runs/")
     )
-    other = dataclasses.replace(config, init_from="/a/runs/beauty_pretrain_s1")
+    other = config.replace(init_from="/a/runs/beauty_pretrain_s1")
     assert report.run_key(here, "D") == report.run_key(there, "D")
     assert report.run_key(here, "D") != report.run_key(other, "D")
 
@@ -439,7 +443,7 @@ def test_a_finished_run_wins_over_an_unfinished_one_of_the_same_key(tmp_path):
         run = runs_dir / name
         os.makedirs(run)
         with open(run / train.CONFIG_FILE, "w") as f:
-            json.dump(dataclasses.replace(config, pack=pack).to_dict(), f)
+            json.dump(config.replace(pack=pack).to_dict(), f)
         if done:
             (run / train.METRICS_FILE).write_text("{}")
     found = report.existing_runs(str(runs_dir))
@@ -574,7 +578,7 @@ def _sequences(data) -> dict[str, list[str]]:
 
 def test_case_study_on_tiny_data(tmp_path, capsys):
     data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=2, max_len=6)
-    config = train.TrainConfig(
+    config = train.TrainConfig.of(
         data=data, output="", hidden_size=8, num_layers=1, batch_size=32
     )
     grid = dataclasses.replace(GRID, case_epochs=(1, 2), case_users=2)
@@ -595,7 +599,7 @@ def test_case_study_on_tiny_data(tmp_path, capsys):
 
 def test_a_killed_case_study_resumes_from_its_checkpoint(tmp_path, monkeypatch, capsys):
     data, _ = make_dataset(tmp_path, num_users=80, num_items=30, seed=2, max_len=6)
-    config = train.TrainConfig(
+    config = train.TrainConfig.of(
         data=data,
         output="",
         hidden_size=8,
@@ -773,23 +777,21 @@ def test_run_keys_stay_those_of_the_archived_runs(tmp_path):
     # setting at its default must leave every archived key as it was.
     data, names = _beauty_grid(tmp_path)
     assert "genni_a0.5_b1_k1_s0-a4855ada42" in names
-    config = TrainConfig(data=data, output="", alpha=0.5)
-    grouped = dataclasses.replace(config, beta_group=50)
+    config = TrainConfig.of(data=data, output="", alpha=0.5)
+    grouped = config.replace(beta_group=50)
     assert report.run_key(grouped, "D") != report.run_key(config, "D")
 
 
 def test_a_softmax_run_is_keyed_without_the_sampler_it_does_not_have(tmp_path):
     data, names = _beauty_grid(tmp_path)
     assert "softmax_s0-bc92395817" in names  # The key it had before this rule.
-    softmax = TrainConfig(data=data, output="", loss="softmax")
+    softmax = TrainConfig.of(data=data, output="", loss="softmax")
     flags = dict(sampler="uniform", alpha=4.0, num_negatives=9, exclude_seen=True)
-    other_flags = dataclasses.replace(softmax, **flags)
+    other_flags = softmax.replace(**flags)
     assert report.run_key(other_flags, "D") == report.run_key(softmax, "D")
     # The sampler's settings still tell apart runs that use a sampler.
-    bce = dataclasses.replace(softmax, loss="bce")
-    assert report.run_key(dataclasses.replace(bce, **flags), "D") != report.run_key(
-        bce, "D"
-    )
-    assert report.run_key(dataclasses.replace(softmax, seed=1), "D") != (
+    bce = softmax.replace(loss="bce")
+    assert report.run_key(bce.replace(**flags), "D") != report.run_key(bce, "D")
+    assert report.run_key(softmax.replace(seed=1), "D") != (
         report.run_key(softmax, "D")
     )
