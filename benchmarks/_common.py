@@ -15,9 +15,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # As the `genni` command.
 
 ROOT = Path(__file__).resolve().parents[1]
-# The research tooling (`research/`) lives in the clone, not in the package.
+# The research tooling (`research/`) lives in the clone, not in the package;
+# appended, so that `genni` is still the installed package.
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+    sys.path.append(str(ROOT))
 SHARED_DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "benchmarks" / "results"
 

@@ -169,14 +169,15 @@ def cluster_law(queries, items, args) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from genni.components.samplers import clusters, genni
+    from genni.components.samplers import clusters
+    from genni.components.samplers.draws import two_level
     from research import law
 
     c = default_clusters(len(items))
     table = tf.constant(items, tf.float32)
     seed = tf.constant([0, 1])
     start = clusters.initial_centroids(table, c, seed)
-    centroids, assignment = clusters.lloyd(table, start, genni.INITIAL_LLOYD, seed)
+    centroids, assignment = clusters.lloyd(table, start, two_level.INITIAL_LLOYD, seed)
     logits = queries @ items.T
     proposal = (queries @ centroids.numpy().T)[:, assignment.numpy()]
     exact = law.softmax(logits)

@@ -6,8 +6,10 @@ One import name for the three folders of the repository (setup.py maps them):
   samplers, losses, metrics, schedules) and the data contract models need
   (feature schema, packing).
 - `genni.models`: SASRec, the TFRS retrieval model, S3-Rec.
-- `genni.pipeline`: what runs: `preprocess` (Beam), `training`, `serving`,
-  `reproduce` (the paper's report) and `cli` (the `genni` command).
+- `genni.pipeline`: what runs: `preprocess` (Beam), `training`, `serving`
+  and `cli` (the `genni` command).
+
+The paper-reproduction tooling (`research/`) stays in the clone.
 
 TFRS needs Keras 2 (tf-keras); the switch must be set before TensorFlow is first
 imported, so it is set here, once, unless the caller chose otherwise.

@@ -29,27 +29,17 @@ cheaper than Gumbel-max over all items, and built from core ops only
 
 from __future__ import annotations
 
-import math
-
 import tensorflow as tf
 
-from genni.components.samplers import budget, clusters
-from genni.components.samplers import rows as row_draws
+from genni.components.samplers import budget
 from genni.components.samplers.base import BatchContext, NegativeSampler, SamplerData
 from genni.components.samplers.budget import (
     DEFAULT_CLUSTER_REFRESH,
     DEFAULT_CLUSTER_SAMPLES,
     DEFAULT_MAX_LOGITS,
 )
-from genni.components.samplers.categorical import categorical, cdf_block
-
-# Per-group V' of m ids drawn with replacement where m * this <= |V|.
-REPEATS_RATIO = 32
-# The two-level draw's Lloyd iterations at the first clustering and at each
-# refresh (warm-started from the last centroids).
-INITIAL_LLOYD = 10
-REFRESH_LLOYD = 1
-NEG_INF = row_draws.NEG_INF
+from genni.components.samplers.categorical import cdf_block
+from genni.components.samplers.draws import capped, chunks, two_level
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")
@@ -288,334 +278,16 @@ class GenNiSampler(NegativeSampler):
         table = tf.stop_gradient(item_embeddings)[1:]  # (V, d)
         targets = tf.cast(targets, tf.int64)
         if self.clusters is not None:
-            return self._cluster_draw(queries, targets, table, exclude, return_log_q)
-        m = self.num_candidates
-        subset = m < self.num_items
-        per_group = subset and self.beta_group is not None
-        if not subset:
-            candidate_ids = tf.range(1, self.num_items + 1, dtype=tf.int64)
-            candidates = table
-        elif not per_group:  # One V' per batch (per group: one per chunk, below).
-            candidate_ids, candidates = self._candidates(table, self._seed())
-        masked = _never_drawn(targets, exclude)  # (N, 1 + L)
-        n = tf.shape(queries)[0]
-        repeats = per_group and self.group_draws_with_replacement
-        per_row = repeats and self.beta_group == 1  # Each position its own V'.
-        limit = self.chunk_rows
-        if per_row:  # A chunk holds its rows' candidate embeddings.
-            d = int(queries.shape[-1] or 64)
-            limit = max(1, self.max_logits // (self.width * (d + 1)))
-        elif per_group:
-            limit = min(limit, self.beta_group)
-        rows = tf.maximum(tf.minimum(limit, n), 1)  # No padding past N.
-        chunk_queries = _in_chunks(queries, rows)  # (C, rows, d)
-        chunk_masked = _in_chunks(masked, rows)  # (C, rows, 1 + L)
-        num_chunks = tf.shape(chunk_queries)[0]
-        seeds = tf.transpose(self.generator.make_seeds(num_chunks))  # (C, 2)
-        elems = (chunk_queries, chunk_masked, seeds)
-        if per_group:  # Seeds of each group's V'.
-            elems += (tf.transpose(self.generator.make_seeds(num_chunks)),)
-        extras = self.num_extra > 0 and previous is not None
-        if extras:  # Each row's input item and its successors: (C, rows, 1 + S).
-            previous = tf.cast(tf.reshape(previous, [-1, 1]), tf.int64)
-            successors = tf.gather(
-                self.successor_table, tf.cast(previous[:, 0], tf.int32)
-            )
-            extra_ids = tf.concat([previous, tf.cast(successors, tf.int64)], axis=1)
-            elems += (_in_chunks(extra_ids, rows),)
-
-        def mask(logits: tf.Tensor, columns: tf.Tensor) -> tf.Tensor:
-            """-inf at columns [rows, w] >= 0; the others keep their logits."""
-            row_ids = tf.broadcast_to(
-                tf.range(rows, dtype=tf.int64)[:, None], tf.shape(columns)
-            )
-            at = tf.stack([row_ids, tf.maximum(columns, 0)], axis=-1)  # (rows, w, 2)
-            # A min-scatter: -inf where masked, +inf (no change) for the -1
-            # fillers, whatever the order of duplicate indices.
-            new = tf.where(columns >= 0, NEG_INF, float("inf"))
-            return tf.tensor_scatter_nd_min(
-                logits,
-                tf.reshape(at, [-1, 2]),
-                tf.cast(tf.reshape(new, [-1]), logits.dtype),
-            )
-
-        def draw_chunk(args: tuple) -> tf.Tensor:
-            q, ids, seed = args[:3]
-            if per_row:
-                return draw_rows(args)
-            if repeats:
-                chunk_ids, chunk_candidates, repeated = self._drawn_candidates(
-                    table, args[3]
-                )
-            elif per_group:
-                chunk_ids, chunk_candidates = self._candidates(table, args[3])
-            else:
-                chunk_ids, chunk_candidates = candidate_ids, candidates
-            # Column of each masked id, -1 for none (padding, id 0).
-            columns = _columns(ids, chunk_ids) if subset else ids - 1
-            logits = tf.matmul(q, chunk_candidates, transpose_b=True)  # (rows, m)
-            if repeats:  # Each item once: its repeats never drawn.
-                logits = tf.where(repeated[None, :], NEG_INF, logits)
-            masked_logits = mask(logits, columns)
-            if exclude is not None:  # Rows with nothing left keep all but the target.
-                empty = tf.reduce_all(tf.math.is_inf(masked_logits), axis=-1)
-                masked_logits = tf.cond(
-                    tf.reduce_any(empty),
-                    lambda: tf.where(
-                        empty[:, None],
-                        mask(logits, columns[:, 0, None]),
-                        masked_logits,
-                    ),
-                    lambda: masked_logits,
-                )
-            extra = None
-            if extras:  # An extra's copy in V' is left to the extra.
-                extra_ids = args[-1]  # (rows, E)
-                scores, bad = row_draws.extra_logits(q, table, extra_ids, ids)
-                none = tf.constant(-1, tf.int64)
-                columns = tf.where(bad, none, _columns(extra_ids, chunk_ids))
-                masked_logits = mask(masked_logits, columns)
-                extra = (scores, extra_ids)
-            return pick(masked_logits, chunk_ids, seed, extra)
-
-        def draw_rows(args: tuple) -> tf.Tensor:
-            """A chunk's draw where each position has its own V' (`beta_group`
-            1 on a large catalog): the same law as a group of one position,
-            without a `map_fn` step per position."""
-            q, ids, seed = args[:3]
-            chunk_ids, logits = row_draws.row_candidates(q, table, ids, args[3], m)
-            # Rows with nothing left (rare) keep all but the target, as in
-            # `draw_chunk`.
-            empty = tf.reduce_all(tf.math.is_inf(logits), axis=-1, keepdims=True)
-            # `ids[:, 0]`, not `ids[:, :1]`: a slice of a width unknown when
-            # traced (the user's items, `exclude`) has an unknown width, which
-            # would spread to the logits and break `draw`'s static shapes.
-            fallback = tf.where(chunk_ids == ids[:, 0, None], NEG_INF, 0.0)
-            logits = tf.where(empty, tf.cast(fallback, logits.dtype), logits)
-            extra = None
-            if extras:  # An extra's copy in V' is left to the extra.
-                extra_ids = args[-1]
-                scores, bad = row_draws.extra_logits(q, table, extra_ids, ids)
-                valid = tf.where(bad, tf.constant(0, tf.int64), extra_ids)
-                copy = tf.reduce_any(chunk_ids[:, :, None] == valid[:, None, :], -1)
-                logits = tf.where(copy, tf.cast(NEG_INF, logits.dtype), logits)
-                extra = (scores, extra_ids)
-            return pick(logits, chunk_ids, seed, extra)
-
-        def pick(logits, chunk_ids, seed, extra):
-            """The k negatives of a chunk's rows (and their log Q)."""
-            k = self.num_negatives
-            return row_draws.draw(
-                logits, chunk_ids, log_subset, k, seed, extra, return_log_q
-            )
-
-        # log P(an item is in V'): m / N, or 1 - (1 - 1/N)^m for m draws.
-        log_subset = (
-            math.log(-math.expm1(m * math.log1p(-1.0 / self.num_items)))
-            if repeats
-            else math.log(m / self.num_items)
+            return two_level.draw(self, queries, targets, table, exclude, return_log_q)
+        return chunks.draw(
+            self, queries, targets, table, exclude, previous, return_log_q
         )
-        ids_spec = tf.TensorSpec([None, self.num_negatives], tf.int64)
-        drawn = tf.map_fn(
-            draw_chunk,
-            elems,
-            fn_output_signature=(
-                (ids_spec, tf.TensorSpec([None, self.num_negatives], queries.dtype))
-                if return_log_q
-                else ids_spec
-            ),
-            parallel_iterations=1,  # One chunk of logits alive at a time.
-        )
-        return _from_chunks(drawn, n, self.num_negatives)
-
-    def _refresh_clusters(self, table: tf.Tensor) -> None:
-        """k-means on the current table every `cluster_refresh` draws: from
-        random items on the first draw, warm-started afterwards."""
-
-        def refresh():
-            seed = self._seed()
-
-            def first():
-                start = clusters.initial_centroids(table, self.clusters, seed)
-                return clusters.lloyd(
-                    table, start, INITIAL_LLOYD, seed, self.max_logits
-                )
-
-            def later():
-                return clusters.lloyd(
-                    table, self.centroids, REFRESH_LLOYD, seed, self.max_logits
-                )
-
-            centroids, assignment = tf.cond(self.cluster_draws == 0, first, later)
-            order, offsets, sizes, rank = clusters.members(assignment, self.clusters)
-            self.centroids.assign(centroids)
-            self.cluster_of.assign(assignment)
-            self.cluster_rank.assign(rank)
-            self.cluster_order.assign(order)
-            self.cluster_offsets.assign(offsets)
-            self.cluster_sizes.assign(sizes)
-            return tf.constant(True)
-
-        tf.cond(
-            self.cluster_draws % self.cluster_refresh == 0,
-            refresh,
-            lambda: tf.constant(False),
-        )
-        self.cluster_draws.assign_add(1)
-
-    def _cluster_draw(
-        self,
-        queries: tf.Tensor,
-        targets: tf.Tensor,
-        table: tf.Tensor,
-        exclude: tf.RaggedTensor | None,
-        return_log_q: bool,
-    ):
-        """The two-level draw: importance resampling from a cluster proposal.
-
-        For a query q (alpha already in it), the proposal draws R candidates
-        independently: a cluster c with probability proportional to
-        |c| exp(q . mu_c), then an item of c uniformly, so that the proposal
-        is P(i) = exp(q . mu_c(i)) / Z_mu. The row's target is left out of
-        its cluster (one member fewer, skipped in the uniform pick), so no
-        candidate is ever the target. Each candidate is then scored
-        exactly, s_j = q . e_j, and the k negatives are resampled from the R
-        with weights w_j = exp(s_j) / P(j), proportional to exp(s_j - q .
-        mu_c(j)) (zero for the target and excluded items). As R grows the
-        law of a negative tends to the exact softmax(s) over the catalog
-        (sampling-importance-resampling); with good clusters few candidates
-        suffice, since the proposal already follows the scores. log Q is the
-        log of exact-law estimate exp(s_i) / Z^, with Z^ = Z_mu * mean_j w_j,
-        the importance estimate of the catalog's mass.
-
-        A row whose R candidates are all masked (rare: the target or the
-        user's items took every draw) gets a uniform item other than its
-        target.
-        """
-        self._refresh_clusters(table)
-        centroids = tf.cast(self.centroids, queries.dtype)
-        order = self.cluster_order
-        offsets = self.cluster_offsets
-        sizes = self.cluster_sizes
-        rank = self.cluster_rank
-        cluster_of = self.cluster_of
-        r, k, c = self.cluster_samples, self.num_negatives, self.clusters
-        n = tf.shape(queries)[0]
-        # A row holds C centroid scores, R candidate embeddings and their
-        # CDF blocks.
-        per_row = c + r * (int(queries.shape[-1] or 64) + cdf_block(r, k))
-        rows = tf.maximum(tf.minimum(max(1, self.max_logits // per_row), n), 1)
-        chunk_queries = _in_chunks(queries, rows)  # (C, rows, d)
-        chunk_masked = _in_chunks(_never_drawn(targets, exclude), rows)
-        seeds = tf.transpose(self.generator.make_seeds(tf.shape(chunk_queries)[0]))
-        num_items = tf.constant(self.num_items, tf.int64)
-
-        def draw_chunk(args: tuple):
-            q, ids, seed = args
-            chunk_targets = ids[:, 0]  # The never-drawn ids start with the target.
-            seed_c, seed_u, seed_w, seed_f = tf.unstack(
-                tf.random.experimental.stateless_split(seed, 4)
-            )
-            centroid_scores = tf.matmul(q, centroids, transpose_b=True)  # (rows, C)
-            # Each row's clusters without its target (id 0: none).
-            target_rows = tf.cast(tf.maximum(chunk_targets - 1, 0), tf.int32)
-            has_target = chunk_targets > 0
-            target_cluster = tf.where(
-                has_target, tf.gather(cluster_of, target_rows), -1
-            )  # (rows,)
-            row_sizes = sizes[None, :] - tf.one_hot(
-                target_cluster, c, dtype=tf.int32
-            )  # (rows, C)
-            proposal = centroid_scores + tf.where(
-                row_sizes > 0,
-                tf.math.log(tf.cast(row_sizes, q.dtype)),
-                tf.cast(NEG_INF, q.dtype),
-            )
-            picked = tf.cast(
-                categorical(proposal, r, seed_c, cdf_block(c, r)), tf.int32
-            )  # (rows, R)
-            size = tf.gather(row_sizes, picked, batch_dims=1)
-            u = tf.random.stateless_uniform(tf.shape(picked), seed_u)
-            within = tf.minimum(tf.cast(u * tf.cast(size, u.dtype), tf.int32), size - 1)
-            at = tf.gather(offsets, picked) + within
-            # In the target's cluster, the slots from the target's on move up one.
-            skip = tf.logical_and(
-                picked == target_cluster[:, None],
-                at >= tf.gather(rank, target_rows)[:, None],
-            )
-            item_rows = tf.gather(order, at + tf.cast(skip, tf.int32))
-            candidates = tf.cast(item_rows, tf.int64) + 1  # (rows, R) ids
-            scores = row_draws.row_scores(q, table, item_rows)  # (rows, R)
-            log_w = scores - tf.gather(centroid_scores, picked, batch_dims=1)
-            bad = tf.reduce_any(candidates[:, :, None] == ids[:, None, :], axis=-1)
-            log_w = tf.where(bad, tf.cast(NEG_INF, log_w.dtype), log_w)
-            empty = tf.reduce_all(bad, axis=-1)  # (rows,)
-            picks = categorical(
-                tf.where(empty[:, None], tf.zeros_like(log_w), log_w),
-                k,
-                seed_w,
-                cdf_block(r, k),
-            )  # (rows, k)
-            drawn = tf.gather(candidates, picks, batch_dims=1)
-            # The fallback: a uniform item other than the target.
-            shift = tf.random.stateless_uniform(
-                [tf.shape(q)[0], k], seed_f, 1, num_items, dtype=tf.int64
-            )
-            uniform = (chunk_targets[:, None] - 1 + shift) % num_items + 1
-            drawn = tf.where(empty[:, None], uniform, drawn)
-            if not return_log_q:
-                return drawn
-            log_z = tf.reduce_logsumexp(proposal, axis=-1, keepdims=True) + (
-                tf.reduce_logsumexp(log_w, axis=-1, keepdims=True) - math.log(r)
-            )
-            log_q = tf.gather(scores, picks, batch_dims=1) - log_z
-            log_uniform = tf.cast(-math.log(self.num_items - 1), log_q.dtype)
-            return drawn, tf.where(empty[:, None], log_uniform, log_q)
-
-        ids_spec = tf.TensorSpec([None, k], tf.int64)
-        drawn = tf.map_fn(
-            draw_chunk,
-            (chunk_queries, chunk_masked, seeds),
-            fn_output_signature=(
-                (ids_spec, tf.TensorSpec([None, k], queries.dtype))
-                if return_log_q
-                else ids_spec
-            ),
-            parallel_iterations=1,
-        )
-        return _from_chunks(drawn, n, k)
 
     @property
     def group_draws_with_replacement(self) -> bool:
         """Whether each group's V' (`beta_group`) is m ids drawn with
-        replacement, its repeats masked, instead of a uniform m-subset.
-
-        A subset costs O(|V|) a group (a top-k of |V| random keys): 13 ms at
-        10^6 items, 2.8 s a step for 222 groups of 50 positions. m draws cost
-        O(m log m); their repeats (a share of about m / 2|V|) leave a uniform
-        subset of slightly fewer items. Used where that is under 1/64 of m,
-        m <= |V| / 32: M 8,192 of 10^6 items, not of 10^5.
-        """
-        return self.num_candidates * REPEATS_RATIO <= self.num_items
-
-    def _drawn_candidates(self, table: tf.Tensor, seed: tf.Tensor) -> tuple:
-        """V' of m ids drawn uniformly with replacement: sorted ids [m], their
-        embeddings [m, d] and whether each repeats the one before it [m]."""
-        picked = tf.sort(
-            tf.random.stateless_uniform(
-                [self.num_candidates], seed, 0, self.num_items, dtype=tf.int32
-            )
-        )
-        repeated = tf.concat([[False], picked[1:] == picked[:-1]], axis=0)
-        return tf.cast(picked, tf.int64) + 1, tf.gather(table, picked), repeated
-
-    def _candidates(self, table: tf.Tensor, seed: tf.Tensor) -> tuple:
-        """V': ids (sorted, [m]) and embeddings ([m, d]) of a uniform draw of
-        `num_candidates` items without replacement."""
-        noise = tf.random.stateless_uniform([self.num_items], seed)
-        _, picked = tf.math.top_k(noise, k=self.num_candidates, sorted=False)
-        picked = tf.sort(picked)
-        return tf.cast(picked, tf.int64) + 1, tf.gather(table, picked)
+        replacement, its repeats masked (`capped.drawn_with_replacement`)."""
+        return capped.drawn_with_replacement(self.num_candidates, self.num_items)
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -633,46 +305,8 @@ class GenNiSampler(NegativeSampler):
         return config
 
 
-def _never_drawn(targets: tf.Tensor, exclude: tf.RaggedTensor | None) -> tf.Tensor:
-    """[N, 1 + L] ids a row never draws, 0 where none: its target first, then
-    its excluded items."""
-    masked = targets[:, None]  # (N, 1)
-    if exclude is not None:
-        dense = tf.cast(exclude.to_tensor(default_value=0), tf.int64)
-        masked = tf.concat([masked, dense], axis=1)  # (N, 1 + L)
-    return masked
-
-
-def _in_chunks(x: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
-    """[N, w] rows in chunks of `rows`: [C, rows, w], zero-padded at the end."""
-    n = tf.shape(x)[0]
-    num_chunks = (n + rows - 1) // rows
-    padded = tf.pad(x, [[0, num_chunks * rows - n], [0, 0]])
-    return tf.reshape(padded, [num_chunks, rows, tf.shape(x)[1]])
-
-
-def _from_chunks(drawn, n: tf.Tensor, k: int):
-    """`map_fn`'s per-chunk draws ([C, rows, k], or a pair of them with log Q)
-    back to the first n rows: [n, k] (and [n, k])."""
-    if not isinstance(drawn, (tuple, list)):
-        return tf.reshape(drawn, [-1, k])[:n]
-    return tuple(tf.reshape(x, [-1, k])[:n] for x in drawn)
-
-
 def _positive(**settings: int | None) -> None:
     """ValueError naming the first setting below 1 (None: not set)."""
     for name, value in settings.items():
         if value is not None and value < 1:
             raise ValueError(f"`{name}` must be positive. Got {value}.")
-
-
-def _columns(ids: tf.Tensor, candidate_ids: tf.Tensor) -> tf.Tensor:
-    """Column of each id [rows, w] among sorted `candidate_ids` [m], -1 where it
-    is not a candidate (padding, id 0, never is)."""
-    m = tf.shape(candidate_ids, out_type=tf.int64)[0]
-    found = tf.searchsorted(
-        candidate_ids[None, :], tf.reshape(ids, [1, -1]), out_type=tf.int64
-    )
-    found = tf.minimum(tf.reshape(found, tf.shape(ids, out_type=tf.int64)), m - 1)
-    hit = tf.logical_and(tf.gather(candidate_ids, found) == ids, ids > 0)
-    return tf.where(hit, found, tf.constant(-1, tf.int64))

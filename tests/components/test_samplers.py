@@ -7,6 +7,7 @@ import tensorflow as tf
 from genni.components.samplers import GenNiSampler, PopularitySampler, UniformSampler
 from genni.components.samplers.base import BatchContext
 from genni.components.samplers.categorical import categorical, cdf_block
+from genni.components.samplers.draws import capped
 
 V = 20  # items 1..20
 D = 4
@@ -211,7 +212,9 @@ def test_genni_beta_group_on_a_large_catalog_draws_ids_and_masks_repeats():
     counts = np.bincount(draws.ravel(), minlength=n + 1)[1:]
     # Sampling noise of 60,000 draws over 640 items: TV about 0.05.
     assert law.total_variation(counts / rows, expected) < 0.08
-    ids, _, repeated = sampler._drawn_candidates(table[1:], tf.constant([3, 4]))
+    ids, _, repeated = capped.subset_with_replacement(
+        table[1:], n, sampler.num_candidates, tf.constant([3, 4])
+    )
     ids, repeated = ids.numpy(), repeated.numpy()
     assert np.all(np.diff(ids) >= 0) and ids.min() >= 1 and ids.max() <= n
     np.testing.assert_array_equal(repeated[1:], ids[1:] == ids[:-1])
@@ -223,12 +226,10 @@ def test_genni_beta_group_on_a_large_catalog_draws_ids_and_masks_repeats():
 
 
 def test_genni_group_draws_with_replacement_score_each_item_once(monkeypatch):
-    from genni.components.samplers import genni
-
     # Forced on a small catalog, where m = 10 draws of 20 ids nearly always
     # repeat one: at alpha 0 each distinct candidate is still equally likely
     # (a repeat counted twice would be drawn about twice as often).
-    monkeypatch.setattr(genni, "REPEATS_RATIO", 1)
+    monkeypatch.setattr(capped, "REPEATS_RATIO", 1)
     rows = 2000
     sampler = GenNiSampler(V, alpha=0.0, beta=0.5, beta_group=rows, seed=6)
     assert sampler.group_draws_with_replacement

@@ -187,7 +187,7 @@ def test_an_extra_in_the_uniform_subset_counts_once():
 
 
 def test_row_candidates_mask_repeats_and_never_drawn_ids():
-    from genni.components.samplers import rows
+    from genni.components.samplers.draws import per_row as rows
 
     table = tf.random.stateless_normal([6, D], [0, 3])  # Items 1..6.
     queries = tf.random.stateless_normal([500, D], [1, 3])
