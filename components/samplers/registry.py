@@ -14,7 +14,8 @@ settings checks stay light. A new sampler is one `register` call.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import importlib
+import inspect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,13 +26,15 @@ if TYPE_CHECKING:
 class SamplerKind:
     """What a sampler name means.
 
-    `build(config, num_items, seed)` makes the layer (its `setup` then reads
-    what it needs of the training data). `model_generated`: its negatives
+    `layer`: "module:Class" of its layer, imported on first build (so that
+    names and settings need no TensorFlow). The layer takes, by name, the
+    `SamplerConfig` settings its constructor has (`build_sampler`), so a new
+    setting reaches it without a line here. `model_generated`: its negatives
     come from the model's own scores, so the GenNi knobs apply (alpha and its
     self-adjustment, beta and its schedule, beta groups).
     """
 
-    build: Callable
+    layer: str
     model_generated: bool = False
 
 
@@ -67,9 +70,38 @@ def model_generated() -> tuple[str, ...]:
 
 def build_sampler(config: SamplerConfig, num_items: int, seed: int | None = None):
     """The sampler layer `config` describes, over items 1..`num_items`, with
-    its own random stream `seed` (`sampler_seed`). Call its `setup(data)`
-    before it draws."""
-    return get(config.name).build(config, num_items, seed)
+    its own random stream `seed` (`sampler_seed`): the layer gets each
+    setting its constructor names. Call its `setup(data)` before it draws."""
+    cls = layer_class(config.name)
+    accepted = _constructor_names(cls)
+    settings = {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if f.name in accepted
+    }
+    return cls(num_items, seed=seed, **settings)
+
+
+def layer_class(name: str) -> type:
+    """The layer class registered as `name` (imports TensorFlow)."""
+    module, _, cls = get(name).layer.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def _constructor_names(cls: type) -> set[str]:
+    """The keyword names a sampler layer's constructor takes, its base
+    sampler's included (not Keras' own: a setting's `name` is not the
+    layer's)."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(klass.__init__).parameters.values()
+        names |= {p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD}
+        names |= {p.name for p in params if p.kind is p.KEYWORD_ONLY}
+        if klass.__name__ == "NegativeSampler":
+            break
+    return names - {"self", "num_items", "seed", "name"}
 
 
 def sampler_seed(run_seed: int, stream: int = 1) -> int:
@@ -78,46 +110,7 @@ def sampler_seed(run_seed: int, stream: int = 1) -> int:
     return run_seed * 7919 + stream
 
 
-def _uniform(config: SamplerConfig, num_items: int, seed: int | None):
-    from genni.components.samplers.uniform import UniformSampler
-
-    return UniformSampler(
-        num_items, config.num_negatives, seed=seed, exclude_seen=config.exclude_seen
-    )
-
-
-def _popularity(config: SamplerConfig, num_items: int, seed: int | None):
-    from genni.components.samplers.popularity import PopularitySampler
-
-    return PopularitySampler(
-        num_items,
-        gamma=config.gamma,
-        num_negatives=config.num_negatives,
-        seed=seed,
-        exclude_seen=config.exclude_seen,
-    )
-
-
-def _genni(config: SamplerConfig, num_items: int, seed: int | None):
-    from genni.components.samplers.genni import GenNiSampler
-
-    return GenNiSampler(
-        num_items,
-        config.num_negatives,
-        alpha=config.alpha,
-        beta=config.beta,
-        beta_group=config.beta_group,
-        seed=seed,
-        max_logits=config.max_logits,
-        max_candidates=config.max_candidates,
-        clusters=config.clusters,
-        cluster_samples=config.cluster_samples,
-        cluster_refresh=config.cluster_refresh,
-        successors=config.successors,
-        exclude_seen=config.exclude_seen,
-    )
-
-
-register("uniform", SamplerKind(_uniform))
-register("popularity", SamplerKind(_popularity))
-register("genni", SamplerKind(_genni, model_generated=True))
+_PACKAGE = "genni.components.samplers"
+register("uniform", SamplerKind(f"{_PACKAGE}.uniform:UniformSampler"))
+register("popularity", SamplerKind(f"{_PACKAGE}.popularity:PopularitySampler"))
+register("genni", SamplerKind(f"{_PACKAGE}.genni:GenNiSampler", model_generated=True))

@@ -74,3 +74,23 @@ def test_k_is_capped_at_the_catalog_less_one():
         run = TrainConfig.of(data="d", output="o", sampler=name, num_negatives=64)
         sampler = build_sampler(run.sampler_at(num_items=46), 46)
         assert sampler.num_negatives == 45
+
+
+def test_the_layer_gets_every_setting_its_constructor_names():
+    config = SamplerConfig(
+        name="genni",
+        num_negatives=2,
+        alpha=0.5,
+        beta=0.5,
+        beta_group=3,
+        max_logits=1000,
+        max_candidates=8,
+        successors=2,
+        exclude_seen=True,
+    )
+    layer = build_sampler(config, 50, seed=1)
+    for name in ("beta", "beta_group", "max_logits", "max_candidates", "successors"):
+        assert getattr(layer, name) == getattr(config, name), name
+    assert (layer.num_negatives, layer.exclude_seen, layer.seed) == (2, True, 1)
+    assert float(layer.alpha) == 0.5
+    assert build_sampler(SamplerConfig(name="popularity", gamma=0.5), 10).gamma == 0.5
