@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from genni.pipeline.cli import main as cli
 from genni.pipeline.training import keys, model, rundir, train
+from genni.pipeline.training.config import TrainConfig
 from genni.pipeline.training.data import Dataset
 from tests.conftest import make_dataset
 
@@ -54,7 +55,12 @@ def test_an_old_run_keeps_its_key_and_restores_every_variable(
 ):
     monkeypatch.chdir(old_runs)
     config = model.read_config(name)  # Its flat config.json, read by its owners.
-    assert rundir.read_json(f"{name}/config.json") == config.to_dict()
+    saved, read = rundir.read_json(f"{name}/config.json"), config.to_dict()
+    assert {key: read[key] for key in saved} == saved
+    later = set(read) - set(saved)  # Settings added since: at their defaults.
+    assert {key: read[key] for key in later} == {
+        key: TrainConfig.defaults()[key] for key in later
+    }
     assert keys.run_key(config, keys.data_fingerprint("data")) == EXPECTED[name]["key"]
     built = model.build_model(config, Dataset.open("data"))
     checkpoint = tf.train.Checkpoint(model=built, optimizer=built.optimizer)
