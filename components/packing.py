@@ -1,14 +1,14 @@
 """Sequence packing: several users' sequences in one row, the same model outputs.
 
-Training batches are left-padded to the longest sequence (50), but on the
-benchmarks a training input holds about 6 items: nearly 90% of what the
-encoder computes is padding. Packing places the sequences of one batch one
+Training batches are left-padded to the longest sequence, but most training
+inputs of review logs are far shorter: most of what the encoder computes is
+padding. Packing places the sequences of one batch one
 after another in as few rows as fit (first-fit decreasing), each token keeping
 its position id (counted from the right, as unpacked) and a segment id; the
 encoder lets a token attend only to earlier tokens of its own segment. The
 outputs at every real token are then those of the unpacked batch, the batch
 holds the same users, and the loss covers the same (user, position) pairs: only
-the encoder's work shrinks (about 8x on Beauty and Toys).
+the encoder's work shrinks (by how much: docs/training.md, "Packed batches").
 """
 
 from __future__ import annotations

@@ -22,9 +22,8 @@ def cdf_block(num_candidates: int, num_samples: int) -> int:
     A row costs about num_samples * block^2 (each draw's within-block CDF, on
     the matmul units) plus num_candidates / block for the sequential cumsum of
     block masses, a slower kernel; their sum is least near the cube root of
-    173 * num_candidates / num_samples (the constant fitted on this CPU: 128
-    for one draw over 12,101 items, 32 for 64 draws, where 128 cost 3.8 s and
-    32 cost 2.8 s per 12,800 rows against 2.4 s for one draw).
+    173 * num_candidates / num_samples (the constant fitted by timing both
+    terms on a CPU: benchmarks/results/scale_log.md).
     """
     best = (173.0 * num_candidates / max(1, num_samples)) ** (1.0 / 3.0)
     block = 2 ** round(math.log2(max(best, 1.0)))

@@ -158,8 +158,7 @@ def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
         default=defaults.zipf_exponent,
         help="Popularity skew of the items drawn outside the graph (default "
         "%(default)s). A large catalog needs a flatter one (e.g. 0.5) and enough "
-        "events for most items to pass the 5-core: at 1.1, 200,000 users over "
-        "10^6 items touch 137,000 items, 14,900 of them five times.",
+        "events for most items to pass the 5-core (benchmarks/results/scale_log.md).",
     )
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument(

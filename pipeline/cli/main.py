@@ -76,9 +76,8 @@ def set_process_environment() -> None:
 
     TensorFlow's pooling (BFC) allocator on the CPU too: with plain malloc each
     training step maps and unmaps GenNi's large score blocks afresh, and the
-    page faults cost more than the math on small VMs (one Toys epoch, packed,
-    beside another run on 2 CPUs: 49 s with 26 s of it in the kernel, against
-    31 s with 2 s; `benchmarks/cpu_allocator.py`). Set
+    page faults can cost more than the math on small VMs (measured by
+    `benchmarks/cpu_allocator.py`: docs/training.md, "The CPU allocator"). Set
     TF_CPU_ALLOCATOR_USE_BFC=false to go back to malloc.
     """
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

@@ -11,8 +11,8 @@ and items that the k-core must remove.
 
 Its users come back to items: the walk returns to an item through the graph's
 few successors and the popular items, so at the default sizes about a third of
-the valid and test targets repeat an item of the user's history (37% in `make
-demo`'s log; `genni stats` shows the share). That is a log of repeat
+the valid and test targets repeat an item of the user's history (`genni stats`
+shows the share). That is a log of repeat
 consumption (groceries, music, re-watched shows) rather than of reviews, so
 train and evaluate on it with `--candidates all`, as `make demo` does: under
 the paper's `--candidates new` every such target counts as a miss.

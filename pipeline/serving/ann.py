@@ -25,8 +25,8 @@ and may return fewer than k items when those hold fewer; `num_results` says
 how many are real, as it does for brute force.
 
 Kinds: "ivf" (default: k-means clusters, `nlist` about sqrt(N), quick to build)
-and "hnsw" (a graph: faster searches, slower to build; on the 717k-item export
-it found less of the exact top 10 than IVF's default, see docs/scale.md).
+and "hnsw" (a graph: faster searches, slower to build). How much of the exact
+top 10 each finds, and how fast: `benchmarks/ann.py`.
 """
 
 from __future__ import annotations
@@ -83,9 +83,8 @@ def default_nlist(num_items: int) -> int:
 def default_nprobe(nlist: int) -> int:
     """Clusters probed per query: a quarter of them, at least 8 (or all).
 
-    On the 10^6 run's export (717k items, 847 clusters, one epoch of training;
-    `benchmarks/results/ann_1e6.md`) 1/16 of them found 0.69 of the exact top
-    10, a quarter (211) 0.92 at a search p99 of 7 ms, all of them 1.0 at 19 ms.
+    The recall and latency of other shares: `benchmarks/ann.py`,
+    `benchmarks/results/ann_1e6.md`.
     """
     return int(min(nlist, max(8, nlist // 4)))
 
@@ -195,8 +194,7 @@ class AnnIndex:
             )
         faiss = _faiss()
         # One thread per search: a server runs requests side by side, and
-        # OpenMP teams per request would fight over the cores (8 concurrent
-        # requests were 6x slower at p50 with them).
+        # OpenMP teams per request would fight over the cores.
         faiss.omp_set_num_threads(1)
         with open(os.path.join(model_dir, ANN_DIR, META_FILE), encoding="utf-8") as f:
             self.meta = json.load(f)

@@ -161,8 +161,7 @@ PRESETS: dict[str, dict] = {
     # growing with the catalog and the histories. It stops after max(10, half
     # the best epoch) epochs without a better validation NDCG@10, not the
     # paper's fixed 40: its curve flattens soon after its best on large logs
-    # (35k users: best epoch 24, then 40 wasted epochs), but climbs slowly for
-    # 200 epochs on small ones (ml-100k). benchmarks/patience.py replays the
+    # but climbs slowly on small ones; benchmarks/patience.py replays the
     # recorded curves (docs/training.md#early-stopping).
     "recommended": dict(
         loss="sampled_softmax",

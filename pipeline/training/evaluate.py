@@ -19,7 +19,7 @@ EVAL_BATCH_SIZE = 512
 MAX_EVAL_SCORES = 1 << 25
 # Scores of one chunk of the Evaluator's full ranking: 2^20 floats, 4 MiB
 # (2,048 items for 512 users), at any catalog size: small enough for the
-# caches, and faster than one matrix of all scores (benchmarks: 2.5x at 2x10^5).
+# caches, and faster than one matrix of all scores.
 EVAL_CHUNK_SCORES = 1 << 20
 
 

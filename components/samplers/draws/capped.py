@@ -32,7 +32,7 @@ def drawn_with_replacement(num_candidates: int, num_items: int) -> bool:
     A subset costs O(|V|) a group (a top-k of |V| random keys); m draws cost
     O(m log m), and their repeats (a share of about m / 2|V|) leave a uniform
     subset of slightly fewer items. Used where that share is under 1/64:
-    m <= |V| / 32. (What it saves at 10^6 items: docs/scale.md.)
+    m <= |V| / 32. (What it saves at 10^6 items: benchmarks/results/scale_log.md.)
     """
     return num_candidates * REPEATS_RATIO <= num_items
 
