@@ -39,6 +39,7 @@ from genni.components.samplers.budget import (
     DEFAULT_MAX_LOGITS,
 )
 from genni.components.samplers.categorical import cdf_block
+from genni.components.samplers.config import SamplerConfig
 from genni.components.samplers.draws import capped, chunks, two_level
 
 
@@ -98,23 +99,26 @@ class GenNiSampler(NegativeSampler):
         **kwargs,
     ):
         super().__init__(num_items, num_negatives, seed, **kwargs)
-        if alpha < 0:
-            raise ValueError(f"`alpha` must be non-negative. Got {alpha}.")
+        # The settings are checked by their owner, `SamplerConfig`; here only
+        # what the catalog bounds.
+        SamplerConfig(
+            name="genni",
+            num_negatives=num_negatives,
+            alpha=alpha,
+            beta=beta,
+            beta_group=beta_group,
+            max_logits=max_logits,
+            max_candidates=max_candidates,
+            clusters=clusters,
+            cluster_samples=cluster_samples,
+            cluster_refresh=cluster_refresh,
+            successors=successors,
+        )
         if num_negatives >= num_items:
             raise ValueError(
                 f"`num_negatives` ({num_negatives}) must be smaller than "
                 f"`num_items` ({num_items})."
             )
-        _positive(
-            max_logits=max_logits,
-            beta_group=beta_group,
-            max_candidates=max_candidates,
-            cluster_samples=cluster_samples,
-            cluster_refresh=cluster_refresh,
-            successors=successors,
-        )
-        if clusters is not None and successors is not None:
-            raise ValueError("`successors` and `clusters` are two different draws.")
         if clusters is not None and not 2 <= clusters <= num_items:
             raise ValueError(
                 f"`clusters` must be in [2, num_items = {num_items}]. Got {clusters}."
@@ -303,10 +307,3 @@ class GenNiSampler(NegativeSampler):
             successors=self.successors,
         )
         return config
-
-
-def _positive(**settings: int | None) -> None:
-    """ValueError naming the first setting below 1 (None: not set)."""
-    for name, value in settings.items():
-        if value is not None and value < 1:
-            raise ValueError(f"`{name}` must be positive. Got {value}.")

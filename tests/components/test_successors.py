@@ -147,7 +147,7 @@ def test_successors_skip_excluded_items_and_are_off_when_every_item_is_scored():
 def test_successor_settings_are_checked_and_serialized():
     with pytest.raises(ValueError, match="successors"):
         GenNiSampler(10, successors=0)
-    with pytest.raises(ValueError, match="two different draws"):
+    with pytest.raises(ValueError, match="two different GenNi draws"):
         GenNiSampler(10, successors=2, clusters=2)
     sampler = _sampler(10, 4, 2)
     with pytest.raises(ValueError, match="shape"):
