@@ -337,3 +337,21 @@ def test_the_ranking_rule_is_written_once():
     assert sorted(set(deciding) - wording) == [
         ("genni.components.metrics", "left_out")
     ], deciding
+
+
+def test_no_concrete_sampler_is_named_outside_the_samplers_package():
+    """The models and the jobs ask a sampler through its protocol
+    (`components/samplers/base.py`); which sampler it is, only the samplers'
+    own package knows."""
+    classes = {"GenNiSampler", "UniformSampler", "PopularitySampler"}
+    named = []
+    for module, path in sources().items():
+        if module.startswith("genni.components.samplers"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = getattr(node, "id", None) or getattr(node, "attr", None)
+            if isinstance(node, ast.alias):
+                name = node.name.split(".")[-1]
+            if name in classes:
+                named.append(f"{module}:{node.lineno}")
+    assert not named, f"concrete samplers named outside their package: {named}"
