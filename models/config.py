@@ -31,7 +31,10 @@ class ModelConfig(Settings):
     KIND = "model settings"
 
     hidden_size: int = setting(
-        64, "Width of the item embeddings and blocks.", check=at_least(1)
+        64,
+        "Width of the item embeddings and blocks (a pre-training and the run "
+        "fine-tuned from it must agree on it, the layers and the heads).",
+        check=at_least(1),
     )
     num_layers: int = setting(2, "Self-attention blocks.", check=at_least(1))
     num_heads: int = setting(
@@ -39,8 +42,8 @@ class ModelConfig(Settings):
     )
     dropout: float = setting(
         0.5,
-        "Dropout of the embeddings and blocks (and of the attention weights, "
-        "unless a --config sets attention_dropout).",
+        "Dropout of the embeddings and blocks, and of the attention weights "
+        "unless `attention_dropout` is set apart (in a config file).",
         check=NON_NEGATIVE,
     )
     attention_dropout: float = setting(
