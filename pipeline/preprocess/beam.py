@@ -168,12 +168,13 @@ class ParseReviewFn(beam.DoFn):
     `stats` output and to Beam metrics.
     """
 
-    def __init__(self, fmt: str, min_rating: float | None):
+    def __init__(self, fmt: str, min_rating: float | None, header: str | None = None):
         self._fmt = fmt
         self._min_rating = min_rating
+        self._header = header
 
     def setup(self) -> None:
-        self._parse = formats.PARSERS[self._fmt]
+        self._parse = formats.parser_for(self._fmt, self._header)
 
     def start_bundle(self) -> None:
         self._counts: collections.Counter = collections.Counter()
@@ -214,16 +215,20 @@ class ParseReviewFn(beam.DoFn):
 
 
 class ParseReviews(beam.PTransform):
-    """Lines to keyed events, plus `dead_letter` and `stats` outputs."""
+    """Lines to keyed events, plus `dead_letter` and `stats` outputs.
 
-    def __init__(self, fmt: str, min_rating: float | None):
+    `header`: the log's first line, for a format that reads its columns from
+    it (`formats.HEADED`; `inmemory.log_header`)."""
+
+    def __init__(self, fmt: str, min_rating: float | None, header: str | None = None):
         super().__init__()
         self._fmt = fmt
         self._min_rating = min_rating
+        self._header = header
 
     def expand(self, lines: beam.PCollection) -> pvalue.DoOutputsTuple:
         return lines | "Parse" >> beam.ParDo(
-            ParseReviewFn(self._fmt, self._min_rating)
+            ParseReviewFn(self._fmt, self._min_rating, self._header)
         ).with_outputs(DEAD_LETTER, STATS, main=EVENTS)
 
 
@@ -500,7 +505,8 @@ def build_pipeline(
     parsed = (
         p
         | "ReadLogs" >> ReadLogs(config.input)
-        | "ParseReviews" >> ParseReviews(fmt, config.min_rating)
+        | "ParseReviews"
+        >> ParseReviews(fmt, config.min_rating, inmemory.log_header(config.input, fmt))
     )
     users = parsed[EVENTS] | "BuildUserSequences" >> BuildUserSequences()
     core = users["batches"] | "KCoreFilter" >> KCoreFilter(

@@ -17,9 +17,14 @@ AMAZON = "amazon"
 AMAZON_2023 = "amazon2023"
 YELP = "yelp"
 CSV = "csv"
+MOVIELENS = "movielens"
+MOVIELENS_DAT = "movielens_dat"
+RECBOLE = "recbole"
 SEQUENCES = "sequences"
 AUTO = "auto"
-FORMATS = (AMAZON, AMAZON_2023, YELP, CSV, SEQUENCES)
+FORMATS = (AMAZON, AMAZON_2023, YELP, CSV, MOVIELENS, MOVIELENS_DAT, RECBOLE, SEQUENCES)
+# Formats whose first line (a header) says how to read the others.
+HEADED = (RECBOLE,)
 
 YELP_DATE_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
 MS_PER_SECOND = 1000.0
@@ -139,6 +144,82 @@ def parse_csv(line: str) -> Iterator[Event]:
     )
 
 
+MOVIELENS_HEADER = ("userid", "movieid", "rating", "timestamp")
+
+
+def parse_movielens(line: str) -> Iterator[Event]:
+    """MovieLens `ratings.csv` (ml-latest, ml-20m, ml-25m, ml-32m):
+    `userId,movieId,rating,timestamp`, its header line skipped."""
+    fields = [f.strip() for f in line.split(",")]
+    if tuple(f.lower() for f in fields) == MOVIELENS_HEADER:
+        return
+    yield from parse_csv(line)
+
+
+def parse_movielens_dat(line: str) -> Iterator[Event]:
+    """MovieLens `ratings.dat` (ml-1m, ml-10m): `UserID::MovieID::Rating::Timestamp`."""
+    fields = [f.strip() for f in line.split("::")]
+    if len(fields) != 4:
+        raise MalformedRecord(f"bad ratings.dat: expected 4 fields, got {len(fields)}")
+    user, item, rating, timestamp = fields
+    yield Event(
+        _id(user, "user"),
+        _id(item, "item"),
+        _number(timestamp, "timestamp"),
+        _number(rating, "rating"),
+    )
+
+
+RECBOLE_TYPES = ("token", "float", "token_seq", "float_seq")
+
+
+class RecBoleParser:
+    """RecBole's atomic `.inter` file: tab-separated, its first line a typed
+    header (`user_id:token<TAB>item_id:token<TAB>rating:float<TAB>timestamp:float`)
+    that names the columns, in any order; other columns are ignored. The
+    header line itself (in every file) yields nothing."""
+
+    def __init__(self, header: str):
+        columns = parse_recbole_header(header)
+        missing = [c for c in ("user_id", "item_id", "timestamp") if c not in columns]
+        if missing:
+            raise ValueError(
+                f"A RecBole .inter file needs the columns user_id, item_id and "
+                f"timestamp (rating is optional); its header {header.strip()!r} "
+                f"lacks {', '.join(missing)}."
+            )
+        self.header = header.strip()
+        self.width = len(columns)
+        self.at = {name: columns.index(name) for name in columns}
+
+    def __call__(self, line: str) -> Iterator[Event]:
+        if line.strip() == self.header:
+            return
+        fields = line.rstrip("\r\n").split("\t")
+        if len(fields) != self.width:
+            raise MalformedRecord(
+                f"bad .inter line: expected {self.width} fields, got {len(fields)}"
+            )
+        rating = self.at.get("rating")
+        yield Event(
+            _id(fields[self.at["user_id"]].strip(), "user_id"),
+            _id(fields[self.at["item_id"]].strip(), "item_id"),
+            _number(fields[self.at["timestamp"]], "timestamp"),
+            None if rating is None else _number(fields[rating], "rating"),
+        )
+
+
+def parse_recbole_header(line: str) -> list[str] | None:
+    """The column names of a RecBole typed header, None if `line` is not one."""
+    names = []
+    for field in line.strip().split("\t"):
+        name, _, kind = field.partition(":")
+        if not name or kind not in RECBOLE_TYPES:
+            return None
+        names.append(name)
+    return names
+
+
 def parse_sequences(line: str) -> Iterator[Event]:
     """S3-Rec sequence text: `user item item ...`, items in time order.
 
@@ -157,24 +238,41 @@ PARSERS: dict[str, Callable[[str], Iterator[Event]]] = {
     AMAZON_2023: parse_amazon_2023,
     YELP: parse_yelp,
     CSV: parse_csv,
+    MOVIELENS: parse_movielens,
+    MOVIELENS_DAT: parse_movielens_dat,
     SEQUENCES: parse_sequences,
 }
 
 
-def parse_line(line: str, fmt: str) -> list[Event]:
-    """All events of one line; raises `MalformedRecord` for a bad line."""
+def parser_for(fmt: str, header: str | None = None) -> Callable[[str], Iterator[Event]]:
+    """The line parser of `fmt`; a headed format (`HEADED`) reads its columns
+    from `header`, the log's first non-blank line."""
+    if fmt == RECBOLE:
+        if header is None:
+            raise ValueError("The recbole format needs its header line.")
+        return RecBoleParser(header)
     try:
-        parser = PARSERS[fmt]
+        return PARSERS[fmt]
     except KeyError:
         raise ValueError(
             f"Unknown format {fmt!r}: choose one of {', '.join(FORMATS)}."
         ) from None
-    return list(parser(line))
+
+
+def parse_line(line: str, fmt: str, header: str | None = None) -> list[Event]:
+    """All events of one line; raises `MalformedRecord` for a bad line."""
+    return list(parser_for(fmt, header)(line))
 
 
 def detect_format(line: str) -> str:
     """Guess the format of a log from its first non-blank line."""
     text = line.strip()
+    if parse_recbole_header(text):
+        return RECBOLE
+    if tuple(f.strip().lower() for f in text.split(",")) == MOVIELENS_HEADER:
+        return MOVIELENS
+    if text.count("::") == 3:
+        return MOVIELENS_DAT
     if text.startswith("{"):
         try:
             record = json.loads(text)

@@ -29,7 +29,7 @@ def read_events(
     counters: collections.Counter = collections.Counter()
     by_user: dict[str, list] = collections.defaultdict(list)
     dead_letters = []
-    parse = formats.PARSERS[fmt]
+    parse = formats.parser_for(fmt, log_header(config.input, fmt))
     for path, line in outputs.iter_lines(config.input):
         counters["lines_read"] += 1
         if not line.strip():
@@ -98,7 +98,17 @@ def log_format(pattern: str, fmt: str, min_rating: float | None) -> str:
         raise ValueError(
             "--min-rating needs ratings, and the sequences format has none."
         )
+    if fmt in formats.HEADED:  # Its header must name the columns it needs.
+        formats.parser_for(fmt, log_header(pattern, fmt))
     return fmt
+
+
+def log_header(pattern: str, fmt: str) -> str | None:
+    """The log's first non-blank line, for a format that reads its columns
+    from it (`formats.HEADED`); None for the others."""
+    if fmt not in formats.HEADED:
+        return None
+    return next((line for _, line in outputs.iter_lines(pattern) if line.strip()), None)
 
 
 def run(config: PreprocessConfig) -> dict:

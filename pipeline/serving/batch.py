@@ -231,7 +231,10 @@ def build_pipeline(
     parsed = (
         p
         | "ReadLogs" >> preprocess.ReadLogs(config.input)
-        | "ParseReviews" >> preprocess.ParseReviews(fmt, config.min_rating)
+        | "ParseReviews"
+        >> preprocess.ParseReviews(
+            fmt, config.min_rating, inmemory.log_header(config.input, fmt)
+        )
     )
     users = (
         parsed[preprocess.EVENTS]
