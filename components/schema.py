@@ -4,7 +4,10 @@
 and the serving signature read it through the same names. Nothing else in the
 project spells a feature key or an output file name.
 
-Every split holds one `tf.train.Example` per user:
+Under leave-one-out every split holds one `tf.train.Example` per user; under
+the split by time (`stats.json`'s `split`: "time") train holds one per user
+with training events, valid and test one per event of their window (a
+`target` of 0 is an item unknown before the cutoff: a miss):
 
 | feature      | dtype | shape     | meaning                                     |
 |--------------|-------|-----------|---------------------------------------------|
@@ -36,6 +39,10 @@ TARGET_IDS = "target_ids"
 TARGET = "target"
 HISTORY = "history"
 USER_ITEMS = "user_items"
+
+# How `genni preprocess` held out its evaluation cases (`--split`).
+LEAVE_ONE_OUT = "leave_one_out"
+TIME_SPLIT = "time"
 
 # Splits, in the leave-one-out order of the protocol.
 TRAIN = "train"
@@ -91,6 +98,10 @@ class DatasetInfo:
     max_len: int
     num_train_examples: int | None = None
     schema_version: int = SCHEMA_VERSION
+    # LEAVE_ONE_OUT: one valid and one test case a user, the valid case's
+    # history exactly the training sequence; TIME_SPLIT: every event of the
+    # windows a case, the training sequences only in the train split.
+    split: str = LEAVE_ONE_OUT
 
     @property
     def vocab_size(self) -> int:
@@ -113,4 +124,5 @@ class DatasetInfo:
             max_len=int(stats["max_len"]),
             num_train_examples=stats.get("examples", {}).get(TRAIN),
             schema_version=int(stats.get("schema_version", 1)),
+            split=stats.get("split", LEAVE_ONE_OUT),
         )

@@ -13,7 +13,7 @@ import os
 import time
 
 from genni.components import schema
-from genni.pipeline.preprocess import formats, synthetic
+from genni.pipeline.preprocess import formats, sequences, synthetic
 from genni.pipeline.preprocess.config import DEFAULT_MAX_KCORE_ROUNDS, PreprocessConfig
 from genni.pipeline.preprocess.synthetic import SyntheticConfig
 
@@ -42,6 +42,24 @@ def format_stats(stats: dict) -> str:
             "/".join(f"{stats['examples'][s]:,}" for s in schema.SPLITS),
         ),
     ]
+    split = stats.get("time_split")
+    if split:
+        rows += [
+            (
+                "split by time",
+                f"validation from {split['valid_cutoff']} ({split['valid_days']:g} "
+                f"days), test from {split['test_cutoff']} ({split['test_days']:g} "
+                "days); training: the events before the validation cutoff",
+            ),
+            (
+                "targets that are new items",
+                f"valid {split['valid_new_item_targets']:,} of "
+                f"{split['valid_cases']:,} ({100 * split['valid_new_item_share']:.1f}%)"
+                f", test {split['test_new_item_targets']:,} of "
+                f"{split['test_cases']:,} ({100 * split['test_new_item_share']:.1f}%)"
+                "; each a miss",
+            ),
+        ]
     repeats = stats.get("repeats")
     if repeats:
         rows.append(
@@ -120,6 +138,32 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
         help="Fail if the k-core has not converged after this many rounds.",
     )
     parser.add_argument(
+        "--split",
+        choices=sequences.SPLIT_RULES,
+        default=sequences.LEAVE_ONE_OUT,
+        help="How evaluation cases are held out: 'leave_one_out' (the default: "
+        "each user's last event is the test case, the one before the validation "
+        "case) or 'time' (calendar cutoffs over the whole log: every event of the "
+        "last --test-days days is a test case, of the --valid-days before them a "
+        "validation case, each with all of its user's earlier events as history; "
+        "only what came before the validation cutoff is learned or counted, and a "
+        "target item never seen before it is a miss).",
+    )
+    parser.add_argument(
+        "--test-days",
+        type=float,
+        default=None,
+        metavar="D",
+        help="The test window of --split time, in days.",
+    )
+    parser.add_argument(
+        "--valid-days",
+        type=float,
+        default=None,
+        metavar="D",
+        help="The validation window of --split time, in days (default: --test-days).",
+    )
+    parser.add_argument(
         "--overwrite", action="store_true", help="Replace a non-empty --output."
     )
 
@@ -135,6 +179,9 @@ def preprocess_config_from_args(args: argparse.Namespace) -> PreprocessConfig:
         item_attributes=args.item_attributes,
         overwrite=args.overwrite,
         max_kcore_rounds=args.max_kcore_rounds,
+        split=args.split,
+        test_days=args.test_days,
+        valid_days=args.valid_days,
     )
 
 

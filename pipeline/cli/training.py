@@ -37,6 +37,12 @@ def format_metrics(result: dict) -> str:
                 repeats["candidates"],
             )
         )
+    new = result.get("new_item_targets")
+    if new:
+        lines.append(
+            f"test targets that are new items: {100 * new[schema.TEST]:.1f}% "
+            "(unknown before the cutoff: each a miss)"
+        )
     return "\n".join(lines)
 
 

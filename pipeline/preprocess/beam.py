@@ -47,49 +47,30 @@ from apache_beam.transforms.window import GlobalWindows
 from genni.components import schema
 from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
 from genni.pipeline.preprocess.config import PreprocessConfig
+from genni.pipeline.preprocess.kcore import (  # noqa: F401 (this module's API too)
+    STATS,
+    CounterSumFn,
+    KCoreFilter,
+    KCoreRoundFn,
+    UserBatch,
+    pack_counts,
+    unpack_counts,
+)
 
 _LOG = logging.getLogger(__name__)
 
 EVENTS = "events"
 DEAD_LETTER = "dead_letter"
-STATS = "stats"
-REMOVED = "removed"
 
 CHUNK_LINES = 2000
 READ_BLOCK_BYTES = 1 << 22
 MIN_BATCH = 64
 MAX_BATCH = 2048
 
-UserBatch = str  # sequences.pack_users([(raw user id, [raw item, ...]), ...])
-
 
 def _stat(key: str, value: int) -> pvalue.TaggedOutput:
     """A statistic emitted from `finish_bundle` (which needs a windowed value)."""
     return pvalue.TaggedOutput(STATS, GlobalWindows.windowed_value((key, value)))
-
-
-class CounterSumFn(beam.CombineFn):
-    """Adds up `collections.Counter`s (or plain dicts of counts)."""
-
-    def create_accumulator(self) -> collections.Counter:
-        return collections.Counter()
-
-    def add_input(
-        self, acc: collections.Counter, counts: Mapping
-    ) -> collections.Counter:
-        acc.update(counts)
-        return acc
-
-    def merge_accumulators(
-        self, accumulators: Iterable[collections.Counter]
-    ) -> collections.Counter:
-        merged: collections.Counter = collections.Counter()
-        for acc in accumulators:
-            merged.update(acc)
-        return merged
-
-    def extract_output(self, acc: collections.Counter) -> dict:
-        return dict(acc)
 
 
 class MinPerKeyFn(beam.CombineFn):
@@ -250,6 +231,139 @@ class OrderUserEventsFn(beam.DoFn):
         yield _stat("users_before_kcore", self._users)
 
 
+class OrderTimedEventsFn(OrderUserEventsFn):
+    """(user, events) -> (user, (timestamp, item) in time order), for the
+    split by time."""
+
+    def process(self, element: tuple[str, Iterable]) -> Iterator:
+        user, events = element
+        timed, duplicates = sequences.order_timed_events(events)
+        self._duplicates += duplicates
+        yield user, timed
+
+    def finish_bundle(self) -> Iterator:
+        # Users before the k-core are those with training events (`TimeSplit`).
+        yield _stat("duplicate_events", self._duplicates)
+
+
+class EncodeTimeSplitFn(beam.DoFn):
+    """(user, {timed, kept}) to serialized examples of the split by time
+    (`sequences.time_split_examples`), tagged by split."""
+
+    def __init__(self, max_len: int):
+        self._max_len = max_len
+
+    def start_bundle(self) -> None:
+        self._counts: collections.Counter = collections.Counter()
+
+    def process(self, element, users: list[str], items: list[str], cutoffs) -> Iterator:
+        user, parts = element
+        (timed,) = parts["timed"]
+        kept = next(iter(parts["kept"]), None)
+        user_ids, item_ids = _vocab_maps(self, users, items)
+        examples, counts = sequences.time_split_examples(
+            timed, kept, item_ids, tuple(cutoffs), self._max_len
+        )
+        self._counts.update(counts)
+        self._counts["events"] += len(kept or ())
+        for split, features in examples.items():
+            self._counts[f"examples_{split}"] += len(features)
+            for feature in features:
+                yield pvalue.TaggedOutput(
+                    split, sequences.encode_example(user_ids[user], feature)
+                )
+
+    def finish_bundle(self) -> Iterator:
+        for key, value in self._counts.items():
+            yield _stat(key, value)
+
+
+class TimeSplit(beam.PTransform):
+    """Keyed events to the split by time: the cutoffs from the log's last
+    event, the k-core and vocabularies over the events before the validation
+    cutoff alone, then every user's examples. Returns `batches` (the kept
+    training sequences), `users`, `items`, `examples` and `stats`."""
+
+    def __init__(self, config: PreprocessConfig):
+        super().__init__()
+        self._config = config
+
+    def expand(self, events: beam.PCollection) -> dict:
+        config = self._config
+        valid_days, test_days = config.windows
+        timed = (
+            events
+            | "GroupByUser" >> beam.GroupByKey()
+            | "Order"
+            >> beam.ParDo(OrderTimedEventsFn()).with_outputs(STATS, main="users")
+        )
+        cutoffs = (
+            timed.users
+            | "UserLast" >> beam.Map(lambda ue: max(t for t, _ in ue[1]))
+            | "LastTime" >> beam.CombineGlobally(max)
+            | "Cutoffs"
+            >> beam.Map(lambda t: sequences.time_cutoffs(t, test_days, valid_days))
+        )
+        training = (
+            timed.users
+            | "BeforeCutoff"
+            >> beam.FlatMap(_before_cutoff, beam.pvalue.AsSingleton(cutoffs))
+            | "Batch"
+            >> beam.BatchElements(min_batch_size=MIN_BATCH, max_batch_size=MAX_BATCH)
+            | "Pack" >> beam.Map(sequences.pack_users)
+        )
+        core = training | "KCoreFilter" >> KCoreFilter(
+            config.min_count, config.max_kcore_rounds
+        )
+        vocab = core["batches"] | "AssignIds" >> AssignIds()
+        users = (
+            timed.users
+            | "AllUsers" >> beam.Keys()
+            | "ToList" >> beam.combiners.ToList()
+            | "KeptFirst"  # Users met only in the windows come after.
+            >> beam.Map(
+                lambda every, kept: kept + sorted(set(every) - set(kept)),
+                beam.pvalue.AsSingleton(vocab["users"]),
+            )
+        )
+        kept = core["batches"] | "Unpack" >> beam.FlatMap(sequences.unpack_users)
+        examples = (
+            {"timed": timed.users, "kept": kept}
+            | "Join" >> beam.CoGroupByKey()
+            | "Encode"
+            >> beam.ParDo(
+                EncodeTimeSplitFn(config.max_len),
+                beam.pvalue.AsSingleton(users),
+                beam.pvalue.AsSingleton(vocab["items"]),
+                beam.pvalue.AsSingleton(cutoffs),
+            ).with_outputs(STATS, *schema.SPLITS)
+        )
+        cutoff_stat = cutoffs | "CutoffStat" >> beam.Map(
+            lambda cuts: ("time_cutoffs", {"valid": cuts[0], "test": cuts[1]})
+        )
+        kept_users = vocab["users"] | "KeptUsers" >> beam.Map(
+            lambda kept: ("kcore_users_kept", len(kept))
+        )
+        training_users = training | "TrainingUsers" >> beam.Map(
+            lambda batch: ("users_before_kcore", len(sequences.unpack_users(batch)))
+        )
+        stats = [timed[STATS], core[STATS], cutoff_stat, kept_users, training_users]
+        return {
+            "batches": core["batches"],
+            "users": users,
+            "items": vocab["items"],
+            "examples": examples,
+            STATS: stats | "FlattenStats" >> beam.Flatten(),
+        }
+
+
+def _before_cutoff(user_events: tuple, cutoffs: tuple) -> list:
+    """[(user, items before the validation cutoff)], or [] if it has none."""
+    user, timed = user_events
+    items = sequences.training_items(timed, cutoffs[0])
+    return [(user, items)] if items else []
+
+
 class BuildUserSequences(beam.PTransform):
     """Keyed events to batches of (user, ordered items); `stats` counts duplicates."""
 
@@ -267,116 +381,6 @@ class BuildUserSequences(beam.PTransform):
             | "Pack" >> beam.Map(sequences.pack_users)
         )
         return {"batches": batches, STATS: ordered[STATS]}
-
-
-def _count_items(batch: UserBatch) -> Iterator[dict]:
-    yield collections.Counter(
-        item for _, items in sequences.unpack_users(batch) for item in items
-    )
-
-
-def pack_counts(counts: Mapping[str, int]) -> str:
-    """Item counts as one `item<TAB>count` text block.
-
-    Side inputs are cached by the runner, which measures the deep size of every
-    cached object; one string is measured in O(1), a large dict is walked.
-    """
-    return "\n".join(f"{item}\t{n}" for item, n in counts.items())
-
-
-def unpack_counts(block: str) -> dict[str, int]:
-    counts = {}
-    for line in block.split("\n"):
-        if line:
-            item, _, n = line.partition("\t")
-            counts[item] = int(n)
-    return counts
-
-
-class KCoreRoundFn(beam.DoFn):
-    """Round `r` of k-core filtering over a batch of users.
-
-    Side inputs are the item counts before filtering and the `(round, removed
-    item counts)` of every earlier round, so the current counts are derived
-    without a global step per round. A round after one that removed nothing has
-    nothing to do and passes batches through untouched.
-    """
-
-    def __init__(self, min_count: int, round_index: int):
-        self._min_count = min_count
-        self._round = round_index
-
-    def setup(self) -> None:
-        self._sources: tuple = ()
-        self._counts: dict[str, int] = {}
-
-    def _current_counts(self, initial: str, removed: list) -> dict[str, int]:
-        sources = (initial, tuple(removed))
-        if sources != self._sources:  # Once per worker, not per batch.
-            counts = unpack_counts(initial)
-            for _, block in removed:
-                for item, n in unpack_counts(block).items():
-                    counts[item] -= n
-            self._sources, self._counts = sources, counts
-        return self._counts
-
-    def process(self, batch: UserBatch, initial: str, removed: list) -> Iterator:
-        if self._round > 2 and not any(r == self._round - 1 for r, _ in removed):
-            yield batch  # The previous round changed nothing: converged.
-            return
-        item_counts = self._current_counts(initial, removed)
-        kept, dropped = sequences.kcore_pass(
-            sequences.unpack_users(batch), item_counts, self._min_count
-        )
-        if dropped:
-            yield pvalue.TaggedOutput(REMOVED, (self._round, pack_counts(dropped)))
-        if kept:
-            yield sequences.pack_users(kept)
-
-
-def _round_stat(removed: tuple[int, str]) -> tuple[str, int]:
-    round_index, block = removed
-    return f"kcore_removed_round_{round_index}", sum(unpack_counts(block).values())
-
-
-class KCoreFilter(beam.PTransform):
-    """Iterative k-core of users and items, unrolled to `max_rounds` + 1 rounds.
-
-    The item counts before filtering are one text block (the size of the
-    catalog) read as a side input, together with what every earlier round
-    removed. Returns `batches` (the kept users) and `stats` (item count before,
-    events removed per round).
-    """
-
-    def __init__(self, min_count: int, max_rounds: int):
-        super().__init__()
-        self._min_count = min_count
-        self._max_rounds = max_rounds
-
-    def expand(self, batches: beam.PCollection) -> dict[str, beam.PCollection]:
-        initial = (
-            batches
-            | "CountItems" >> beam.FlatMap(_count_items)
-            | "SumCounts" >> beam.CombineGlobally(CounterSumFn())
-            | "PackCounts" >> beam.Map(pack_counts)
-        )
-        removed = initial | "NothingRemoved" >> beam.FlatMap(lambda _: [])
-        for r in range(1, self._max_rounds + 2):
-            result = batches | f"Round{r}" >> beam.ParDo(
-                KCoreRoundFn(self._min_count, r),
-                beam.pvalue.AsSingleton(initial),
-                beam.pvalue.AsList(removed),
-            ).with_outputs(REMOVED, main="kept")
-            removed = (removed, result[REMOVED]) | f"Removed{r}" >> beam.Flatten()
-            batches = result.kept
-        stats = removed | "RoundStats" >> beam.Map(_round_stat)
-        initial_stats = initial | "ItemsBefore" >> beam.Map(
-            lambda block: ("kcore_items_before", len(unpack_counts(block)))
-        )
-        return {
-            "batches": batches,
-            STATS: (stats, initial_stats) | "FlattenStats" >> beam.Flatten(),
-        }
 
 
 def _first_appearance(batch: UserBatch) -> Iterator[dict]:
@@ -410,6 +414,19 @@ class AssignIds(beam.PTransform):
         return {"users": users, "items": items}
 
 
+def _vocab_maps(fn: beam.DoFn, users: list[str], items: list[str]) -> tuple[dict, dict]:
+    """{user: id} and {item: id} of the vocabularies, kept on the DoFn `fn`:
+    side inputs are the same objects within a worker, so they are built once."""
+    key = (id(users), id(items))
+    if getattr(fn, "_vocab_key", None) != key:
+        fn._vocab_key = key
+        fn._vocab_maps = (
+            {u: i for i, u in enumerate(users, start=1)},
+            {it: i for i, it in enumerate(items, start=1)},
+        )
+    return fn._vocab_maps
+
+
 class EncodeExamplesFn(beam.DoFn):
     """A batch of users to serialized examples, tagged by split."""
 
@@ -420,7 +437,7 @@ class EncodeExamplesFn(beam.DoFn):
         self._counts: collections.Counter = collections.Counter()
 
     def process(self, batch: UserBatch, users: list[str], items: list[str]) -> Iterator:
-        user_ids, item_ids = self._lookups(users, items)
+        user_ids, item_ids = _vocab_maps(self, users, items)
         for user, raw_items in sequences.unpack_users(batch):
             ids = [item_ids[i] for i in raw_items]
             self._counts["events"] += len(ids)
@@ -430,17 +447,6 @@ class EncodeExamplesFn(beam.DoFn):
                 yield pvalue.TaggedOutput(
                     split, sequences.encode_example(user_ids[user], features)
                 )
-
-    def _lookups(self, users: list[str], items: list[str]) -> tuple[dict, dict]:
-        # Side inputs are the same objects within a worker: build the maps once.
-        key = (id(users), id(items))
-        if getattr(self, "_key", None) != key:
-            self._key = key
-            self._maps = (
-                {u: i for i, u in enumerate(users, start=1)},
-                {it: i for i, it in enumerate(items, start=1)},
-            )
-        return self._maps
 
     def finish_bundle(self) -> Iterator:
         for key, value in self._counts.items():
@@ -477,7 +483,8 @@ def _stats_json(
     ]
     kcore = {
         "rounds": sum(1 for n in rounds if n),
-        "users_removed": summed["users_before_kcore"] - summed["users"],
+        "users_removed": summed["users_before_kcore"]
+        - summed.get("kcore_users_kept", summed["users"]),
         "items_removed": summed["kcore_items_before"] - summed["items"],
         "events_removed": sum(rounds),
     }
@@ -494,6 +501,11 @@ def _stats_json(
         repeats=summed,
         item_attributes=extra.get("item_attributes"),
     )
+    if "time_cutoffs" in extra:
+        cuts = extra["time_cutoffs"]
+        stats["time_split"] = sequences.time_stats(
+            summed, (cuts["valid"], cuts["test"]), *config.windows
+        )
     outputs.write_json(path, stats)
 
 
@@ -508,16 +520,24 @@ def build_pipeline(
         | "ParseReviews"
         >> ParseReviews(fmt, config.min_rating, inmemory.log_header(config.input, fmt))
     )
-    users = parsed[EVENTS] | "BuildUserSequences" >> BuildUserSequences()
-    core = users["batches"] | "KCoreFilter" >> KCoreFilter(
-        config.min_count, config.max_kcore_rounds
-    )
-    vocab = core["batches"] | "AssignIds" >> AssignIds()
-    examples = core["batches"] | "EncodeExamples" >> beam.ParDo(
-        EncodeExamplesFn(config.max_len),
-        beam.pvalue.AsSingleton(vocab["users"]),
-        beam.pvalue.AsSingleton(vocab["items"]),
-    ).with_outputs(STATS, *schema.SPLITS)
+    if config.split == sequences.TIME:
+        split = parsed[EVENTS] | "TimeSplit" >> TimeSplit(config)
+        core = {"batches": split["batches"]}
+        vocab = {"users": split["users"], "items": split["items"]}
+        examples = split["examples"]
+        stat_sources = [parsed[STATS], split[STATS], examples[STATS]]
+    else:
+        users = parsed[EVENTS] | "BuildUserSequences" >> BuildUserSequences()
+        core = users["batches"] | "KCoreFilter" >> KCoreFilter(
+            config.min_count, config.max_kcore_rounds
+        )
+        vocab = core["batches"] | "AssignIds" >> AssignIds()
+        examples = core["batches"] | "EncodeExamples" >> beam.ParDo(
+            EncodeExamplesFn(config.max_len),
+            beam.pvalue.AsSingleton(vocab["users"]),
+            beam.pvalue.AsSingleton(vocab["items"]),
+        ).with_outputs(STATS, *schema.SPLITS)
+        stat_sources = [parsed[STATS], users[STATS], core[STATS], examples[STATS]]
 
     for split in schema.SPLITS:
         _ = examples[split] | f"Write{split.title()}" >> beam.io.WriteToTFRecord(
@@ -545,13 +565,7 @@ def build_pipeline(
         vocab["users"] | "NumUsers" >> beam.Map(lambda u: ("users", len(u))),
         vocab["items"] | "NumItems" >> beam.Map(lambda i: ("items", len(i))),
     )
-    stat_sources = [
-        parsed[STATS],
-        users[STATS],
-        core[STATS],
-        examples[STATS],
-        *vocab_sizes,
-    ]
+    stat_sources += vocab_sizes
     if config.item_attributes:
         stat_sources.append(
             vocab["items"]

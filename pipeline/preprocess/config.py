@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from genni.components import schema
-from genni.pipeline.preprocess import formats
+from genni.pipeline.preprocess import formats, sequences
 
 DEFAULT_MAX_KCORE_ROUNDS = 30
 
@@ -29,6 +29,13 @@ class PreprocessConfig:
         overwrite: replace a non-empty output directory.
         max_kcore_rounds: fail (rather than write a wrong core) when k-core
             filtering has not converged after this many rounds.
+        split: "leave_one_out" (each user's last event is the test case, the
+            one before it the validation case) or "time" (cutoffs in calendar
+            time over the whole log: the last `test_days` days are the test
+            window, the `valid_days` before them the validation window, and
+            only events before the validation cutoff are learned or counted).
+        test_days, valid_days: the windows of the split by time (days;
+            `valid_days` defaults to `test_days`).
     """
 
     input: str
@@ -40,8 +47,34 @@ class PreprocessConfig:
     item_attributes: str | None = None
     overwrite: bool = False
     max_kcore_rounds: int = DEFAULT_MAX_KCORE_ROUNDS
+    split: str = sequences.LEAVE_ONE_OUT
+    test_days: float | None = None
+    valid_days: float | None = None
+
+    @property
+    def windows(self) -> tuple[float, float]:
+        """(validation days, test days) of the split by time."""
+        test = float(self.test_days or 0.0)
+        return (float(self.valid_days) if self.valid_days else test), test
 
     def __post_init__(self) -> None:
+        if self.split not in sequences.SPLIT_RULES:
+            raise ValueError(
+                f"`split` must be one of {sequences.SPLIT_RULES}. Got {self.split!r}."
+            )
+        if self.split == sequences.TIME:
+            if self.test_days is None or self.test_days <= 0:
+                raise ValueError("--split time needs --test-days D, a positive number.")
+            if self.valid_days is not None and self.valid_days <= 0:
+                raise ValueError(
+                    f"--valid-days must be positive. Got {self.valid_days}."
+                )
+            if self.format == formats.SEQUENCES:
+                raise ValueError(
+                    "--split time needs timestamps, and the sequences format has none."
+                )
+        elif self.test_days is not None or self.valid_days is not None:
+            raise ValueError("--test-days and --valid-days need --split time.")
         if self.format not in (formats.AUTO, *formats.FORMATS):
             raise ValueError(
                 f"`format` must be one of {(formats.AUTO, *formats.FORMATS)}. "

@@ -87,7 +87,12 @@ def check_inputs(config: PreprocessConfig) -> str:
     """Fail early on a missing input or a busy output; returns the log format."""
     outputs.input_files(config.input)
     outputs.check_output(config.output, config.overwrite)
-    return log_format(config.input, config.format, config.min_rating)
+    fmt = log_format(config.input, config.format, config.min_rating)
+    if config.split == sequences.TIME and fmt == formats.SEQUENCES:
+        raise ValueError(
+            "--split time needs timestamps, and the sequences format has none."
+        )
+    return fmt
 
 
 def log_format(pattern: str, fmt: str, min_rating: float | None) -> str:
@@ -116,10 +121,22 @@ def run(config: PreprocessConfig) -> dict:
     fmt = check_inputs(config)
     by_user, dead_letters, counters = read_events(config, fmt)
 
-    user_items = {}
+    timed: dict[str, sequences.TimedItems] = {}
     for user, events in by_user.items():
-        user_items[user], duplicates = sequences.order_events(events)
+        timed[user], duplicates = sequences.order_timed_events(events)
         counters["duplicate_events"] += duplicates
+    cutoffs = None
+    if config.split == sequences.TIME:
+        last = max(t for events in timed.values() for t, _ in events)
+        cutoffs = sequences.time_cutoffs(last, config.windows[1], config.windows[0])
+        # Only what came before the validation cutoff is learned or counted.
+        user_items = {
+            user: items
+            for user, events in timed.items()
+            if (items := sequences.training_items(events, cutoffs[0]))
+        }
+    else:
+        user_items = {u: [i for _, i in events] for u, events in timed.items()}
     user_items, removed = kcore(user_items, config.min_count, config.max_kcore_rounds)
     if not user_items:
         raise ValueError(empty_error(counters, config))
@@ -131,16 +148,25 @@ def run(config: PreprocessConfig) -> dict:
             first_seen.setdefault(item, (user, position))
     items = sorted(first_seen, key=first_seen.__getitem__)
     item_ids = {item: i for i, item in enumerate(items, start=1)}
+    if cutoffs is not None:  # Users met only in the windows come after.
+        users += sorted(set(timed) - set(user_items))
 
     staging = outputs.staging_dir(config.output)
     os.makedirs(staging)
     try:
-        examples = write_examples(staging, users, user_items, item_ids, config.max_len)
+        if cutoffs is None:
+            examples = write_examples(
+                staging, users, user_items, item_ids, config.max_len
+            )
+        else:
+            examples = write_time_examples(
+                staging, users, timed, user_items, item_ids, cutoffs, config.max_len
+            )
         outputs.write_text(os.path.join(staging, schema.ITEMS_FILE), items)
         outputs.write_text(os.path.join(staging, schema.USERS_FILE), users)
         outputs.write_text(
             os.path.join(staging, schema.SEQUENCES_FILE),
-            (f"{u}\t{' '.join(user_items[u])}" for u in users),
+            (f"{u}\t{' '.join(user_items[u])}" for u in users if u in user_items),
         )
         os.makedirs(os.path.join(staging, schema.DEAD_LETTER_DIR))
         outputs.write_text(
@@ -171,6 +197,10 @@ def run(config: PreprocessConfig) -> dict:
             repeats=examples,
             item_attributes=attribute_stats,
         )
+        if cutoffs is not None:
+            stats["time_split"] = sequences.time_stats(
+                examples, cutoffs, *config.windows
+            )
         outputs.write_json(os.path.join(staging, schema.STATS_FILE), stats)
         outputs.commit(staging, config.output)
     except BaseException:
@@ -211,12 +241,52 @@ def write_examples(
 
 
 def run_settings(config: PreprocessConfig, fmt: str) -> dict:
-    return {
+    settings = {
         "format": fmt,
         "min_count": config.min_count,
         "min_rating": config.min_rating,
         "max_len": config.max_len,
     }
+    if config.split != sequences.LEAVE_ONE_OUT:  # (Absent: leave-one-out.)
+        settings["split"] = config.split
+    return settings
+
+
+def write_time_examples(
+    directory: str,
+    users: list[str],
+    timed: dict[str, sequences.TimedItems],
+    kept: dict[str, list[str]],
+    item_ids: dict[str, int],
+    cutoffs: tuple[float, float],
+    max_len: int,
+) -> collections.Counter:
+    """The examples of the split by time (`sequences.time_split_examples`)."""
+    import tensorflow as tf
+
+    options = tf.io.TFRecordOptions(compression_type="GZIP")
+    writers = {
+        split: tf.io.TFRecordWriter(
+            os.path.join(directory, f"{split}-00000-of-00001{schema.TFRECORD_SUFFIX}"),
+            options,
+        )
+        for split in schema.SPLITS
+    }
+    counts: collections.Counter = collections.Counter()
+    try:
+        for user_id, user in enumerate(users, start=1):
+            examples, user_counts = sequences.time_split_examples(
+                timed[user], kept.get(user), item_ids, cutoffs, max_len
+            )
+            counts.update(user_counts)
+            for split, features in examples.items():
+                for feature in features:
+                    writers[split].write(sequences.encode_example(user_id, feature))
+                counts[split] += len(features)
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return counts
 
 
 def read_item_attributes(path: str) -> tuple[dict[str, list], int]:

@@ -275,3 +275,128 @@ def unpack_users(block: str) -> list[tuple[str, list[str]]]:
         user, _, items = line.partition("\t")
         users.append((user, items.split()))
     return users
+
+
+# The split by time (`genni preprocess --split time`).
+LEAVE_ONE_OUT = schema.LEAVE_ONE_OUT
+TIME = schema.TIME_SPLIT
+SPLIT_RULES = (LEAVE_ONE_OUT, TIME)
+DAY_SECONDS = 86400.0
+# A user's events as (timestamp, item), oldest first.
+TimedItems = list[tuple[float, str]]
+
+
+def order_timed_events(events: Iterable[RawEvent]) -> tuple[TimedItems, int]:
+    """`order_events`, keeping each event's time: ((timestamp, item) oldest
+    first, duplicates dropped)."""
+    events = list(events)
+    unique = set(events)
+    ordered = sorted(unique, key=lambda e: (e[0], e[1], e[2] is None, e[2] or 0.0))
+    return [(t, item) for t, item, _ in ordered], len(events) - len(unique)
+
+
+def time_cutoffs(
+    last_time: float, test_days: float, valid_days: float
+) -> tuple[float, float]:
+    """(valid cutoff, test cutoff): the test window is the last `test_days`
+    days of the log (events at or after the test cutoff), the validation
+    window the `valid_days` before it. Calendar times over the whole log."""
+    test = last_time - test_days * DAY_SECONDS
+    return test - valid_days * DAY_SECONDS, test
+
+
+def training_items(timed: TimedItems, valid_cutoff: float) -> list[str]:
+    """A user's items before the validation cutoff: all that training, the
+    vocabulary, the k-core and every count may see."""
+    return [item for t, item in timed if t < valid_cutoff]
+
+
+def time_split_examples(
+    timed: TimedItems,
+    kept: Sequence[str] | None,
+    item_ids: Mapping[str, int],
+    cutoffs: tuple[float, float],
+    max_len: int,
+) -> tuple[dict[str, list[dict]], collections.Counter]:
+    """One user's examples under the split by time, and their counts.
+
+    Train: the user's training sequence after the k-core (`kept`, None when
+    the k-core dropped the user), every position predicting the next; its
+    `user_items` are the items of that sequence. Valid and test: every event
+    of the user in the validation (test) window with an earlier event is a
+    case: its history is all of the user's earlier events, in the
+    vocabulary's ids (an item it does not know, new or removed by the
+    k-core, is left out, as serving skips unknown items), its target the
+    event's item, or 0 for an item the vocabulary does not know: a miss,
+    counted as a new-item target.
+    """
+    valid_cutoff, test_cutoff = cutoffs
+    examples: dict[str, list[dict]] = {split: [] for split in schema.SPLITS}
+    counts: collections.Counter = collections.Counter()
+    if kept and len(kept) >= 2:
+        ids = [item_ids[i] for i in kept]
+        examples[schema.TRAIN].append(
+            {
+                schema.INPUT_IDS: pad_left(ids[:-1], max_len),
+                schema.TARGET_IDS: pad_left(ids[1:], max_len),
+                schema.TARGET: ids[-1],
+                schema.HISTORY: ids[:-1],
+                schema.USER_ITEMS: sorted(set(ids)),
+            }
+        )
+    if kept:
+        seen: set = set()
+        for item in kept:
+            counts[REPEAT_PREFIX + "repeat_events"] += item in seen
+            seen.add(item)
+        counts[REPEAT_PREFIX + "events"] += len(kept)
+    for position, (t, item) in enumerate(timed):
+        if t < valid_cutoff:
+            continue
+        split = schema.VALID if t < test_cutoff else schema.TEST
+        earlier = [i for _, i in timed[:position]]
+        if not earlier:
+            counts[f"time/{split}_without_history"] += 1
+            continue
+        history = [item_ids[i] for i in earlier if i in item_ids]
+        target = item_ids.get(item, schema.PADDING_ID)
+        examples[split].append(
+            {
+                schema.INPUT_IDS: pad_left(history, max_len),
+                schema.TARGET_IDS: pad_left([*history[1:], target], max_len),
+                schema.TARGET: target,
+                schema.HISTORY: history,
+            }
+        )
+        counts[REPEAT_PREFIX + f"{split}_targets"] += 1
+        counts[REPEAT_PREFIX + f"{split}_repeat_targets"] += item in earlier
+        counts[f"time/{split}_new_targets"] += target == schema.PADDING_ID
+    return examples, counts
+
+
+def time_stats(counts: Mapping[str, int], cutoffs, valid_days, test_days) -> dict:
+    """`stats.json`'s `time_split`: the cutoffs (UTC dates), the windows, the
+    cases and the share of targets that are new items (misses)."""
+    import datetime
+
+    def date(t: float) -> str:
+        return datetime.datetime.fromtimestamp(t, datetime.UTC).isoformat(
+            timespec="seconds"
+        )
+
+    stats: dict = {
+        "valid_cutoff": date(cutoffs[0]),
+        "test_cutoff": date(cutoffs[1]),
+        "valid_days": valid_days,
+        "test_days": test_days,
+    }
+    for split in (schema.VALID, schema.TEST):
+        cases = int(counts.get(REPEAT_PREFIX + f"{split}_targets", 0))
+        new = int(counts.get(f"time/{split}_new_targets", 0))
+        stats[f"{split}_cases"] = cases
+        stats[f"{split}_new_item_targets"] = new
+        stats[f"{split}_new_item_share"] = round(new / cases, 6) if cases else 0.0
+        stats[f"{split}_without_history"] = int(
+            counts.get(f"time/{split}_without_history", 0)
+        )
+    return stats

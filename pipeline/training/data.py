@@ -104,10 +104,8 @@ def steps_per_epoch(num_examples: int, batch_size: int) -> int:
 
 
 def item_counts(data_dir: str, max_len: int, num_items: int) -> np.ndarray:
-    """[num_items + 1] interaction counts over the training portion.
-
-    The valid split's history is s_1..s_{n-2}, exactly what training sees.
-    """
+    """[num_items + 1] interaction counts over the training sequences
+    (`training_sequences`): nothing held out is counted."""
     counts = np.zeros(num_items + 1, dtype=np.int64)
     for ids, _ in _training_histories(data_dir, max_len):
         counts += np.bincount(ids, minlength=num_items + 1)
@@ -116,17 +114,36 @@ def item_counts(data_dir: str, max_len: int, num_items: int) -> np.ndarray:
 
 def successor_table(data_dir: str, max_len: int, num_items: int, size: int):
     """[num_items + 1, size] each item's most frequent successors over the
-    training portion (the valid split's histories, as `item_counts`)."""
+    training sequences (`training_sequences`, as `item_counts`)."""
     histories = _training_histories(data_dir, max_len)
     return successors.successor_table(histories, num_items, size)
 
 
-def _training_histories(data_dir: str, max_len: int):
-    """The training portion, 1,024 users at a time, as (item ids, row splits):
-    the valid split's histories, s_1..s_{n-2}."""
+def training_sequences(data_dir: str, max_len: int):
+    """Each user's whole training sequence, 1,024 users at a time, as a
+    ragged int64 tensor. Leave-one-out: the valid split's histories,
+    s_1..s_{n-2}, exactly what training sees; split by time: the train
+    split's sequences (its history and target), for the valid cases' histories
+    hold events of the validation window."""
+    if schema.DatasetInfo.load(data_dir).split == schema.TIME_SPLIT:
+        for batch in batches(
+            records(data_dir, schema.TRAIN), max_len, schema.TRAIN, 1024
+        ):
+            history = batch[schema.HISTORY]
+            target = tf.RaggedTensor.from_tensor(
+                batch[schema.TARGET][:, None],
+                row_splits_dtype=history.row_splits.dtype,
+            )
+            yield tf.concat([history, target], axis=1)
+        return
     for batch in batches(records(data_dir, schema.VALID), max_len, schema.VALID, 1024):
-        history = batch[schema.HISTORY]
-        yield history.flat_values.numpy(), history.row_splits.numpy()
+        yield batch[schema.HISTORY]
+
+
+def _training_histories(data_dir: str, max_len: int):
+    """`training_sequences` as (item ids, row splits) numpy pairs."""
+    for sequences in training_sequences(data_dir, max_len):
+        yield sequences.flat_values.numpy(), sequences.row_splits.numpy()
 
 
 class Dataset:

@@ -67,13 +67,11 @@ def load_attributes(data_dir: str, num_items: int) -> tuple[np.ndarray, list[str
 
 
 def training_sequences(data_dir: str, max_len: int) -> list[np.ndarray]:
-    """Each user's training portion s_1..s_{n-2} (the valid split's history)."""
+    """Each user's training sequence (`data.training_sequences`: under
+    leave-one-out s_1..s_{n-2}), its last `max_len` items."""
     sequences = []
-    for batch in data.batches(
-        data.records(data_dir, schema.VALID), max_len, schema.VALID, 1024
-    ):
-        history = batch[schema.HISTORY]
-        for row in history.to_list():
+    for batch in data.training_sequences(data_dir, max_len):
+        for row in batch.to_list():
             sequences.append(np.asarray(row[-max_len:], dtype=np.int64))
     return sequences
 

@@ -393,6 +393,12 @@ def _train(
         schema.VALID: valid.repeat_summary(),
         schema.TEST: test.repeat_summary(),
     }
+    if dataset.info.split == schema.TIME_SPLIT:  # Targets it cannot score.
+        split = rundir.read_json(os.path.join(config.data, schema.STATS_FILE))
+        result["new_item_targets"] = {
+            s: split["time_split"][f"{s}_new_item_share"]
+            for s in (schema.VALID, schema.TEST)
+        }
     if task is None:
         rundir.write_json(os.path.join(config.output, METRICS_FILE), result)
     else:
