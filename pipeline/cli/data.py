@@ -164,6 +164,15 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
         help="The validation window of --split time, in days (default: --test-days).",
     )
     parser.add_argument(
+        "--previous",
+        default=None,
+        metavar="DATA",
+        help="An earlier `genni preprocess` output (of the same log before it "
+        "grew) whose user and item ids are kept, new ones after them: the "
+        "vocabulary only grows, so a model trained on DATA can be warm-started "
+        "on this output (`genni train --warm-start`).",
+    )
+    parser.add_argument(
         "--overwrite", action="store_true", help="Replace a non-empty --output."
     )
 
@@ -182,6 +191,7 @@ def preprocess_config_from_args(args: argparse.Namespace) -> PreprocessConfig:
         split=args.split,
         test_days=args.test_days,
         valid_days=args.valid_days,
+        previous=args.previous,
     )
 
 

@@ -316,6 +316,12 @@ class TimeSplit(beam.PTransform):
             config.min_count, config.max_kcore_rounds
         )
         vocab = core["batches"] | "AssignIds" >> AssignIds()
+        kept_sizes = _kept_sizes(vocab)
+        vocab = {
+            "users": vocab["users"],
+            "items": vocab["items"]
+            | "KeepPreviousItems" >> KeepPreviousIds(config.previous, "items"),
+        }
         users = (
             timed.users
             | "AllUsers" >> beam.Keys()
@@ -325,6 +331,7 @@ class TimeSplit(beam.PTransform):
                 lambda every, kept: kept + sorted(set(every) - set(kept)),
                 beam.pvalue.AsSingleton(vocab["users"]),
             )
+            | "KeepPreviousUsers" >> KeepPreviousIds(config.previous, "users")
         )
         kept = core["batches"] | "Unpack" >> beam.FlatMap(sequences.unpack_users)
         examples = (
@@ -341,13 +348,10 @@ class TimeSplit(beam.PTransform):
         cutoff_stat = cutoffs | "CutoffStat" >> beam.Map(
             lambda cuts: ("time_cutoffs", {"valid": cuts[0], "test": cuts[1]})
         )
-        kept_users = vocab["users"] | "KeptUsers" >> beam.Map(
-            lambda kept: ("kcore_users_kept", len(kept))
-        )
         training_users = training | "TrainingUsers" >> beam.Map(
             lambda batch: ("users_before_kcore", len(sequences.unpack_users(batch)))
         )
-        stats = [timed[STATS], core[STATS], cutoff_stat, kept_users, training_users]
+        stats = [timed[STATS], core[STATS], cutoff_stat, *kept_sizes, training_users]
         return {
             "batches": core["batches"],
             "users": users,
@@ -412,6 +416,41 @@ class AssignIds(beam.PTransform):
             >> beam.Map(lambda first: sorted(first, key=first.__getitem__))
         )
         return {"users": users, "items": items}
+
+
+class KeepPreviousIds(beam.PTransform):
+    """A vocabulary singleton (`which`: "users" or "items") with every id of
+    an earlier output kept and new ones after them
+    (`sequences.extend_vocabulary`; `genni preprocess --previous`); itself
+    without one."""
+
+    def __init__(self, previous: str | None, which: str):
+        super().__init__()
+        self._previous = previous
+        self._which = which
+
+    def expand(self, vocabulary: beam.PCollection) -> beam.PCollection:
+        if not self._previous:
+            return vocabulary
+        return vocabulary | "Extend" >> beam.Map(
+            _extend_vocabulary, self._previous, self._which
+        )
+
+
+def _extend_vocabulary(current: list[str], previous: str, which: str) -> list[str]:
+    users, items = outputs.read_vocabulary(previous)  # On the worker.
+    return sequences.extend_vocabulary(users if which == "users" else items, current)
+
+
+def _kept_sizes(vocab: dict) -> list[beam.PCollection]:
+    """The k-core's kept users and items (before `--previous` adds its own),
+    as stats."""
+    return [
+        vocab["users"]
+        | "KeptUsers" >> beam.Map(lambda kept: ("kcore_users_kept", len(kept))),
+        vocab["items"]
+        | "KeptItems" >> beam.Map(lambda kept: ("kcore_items_kept", len(kept))),
+    ]
 
 
 def _vocab_maps(fn: beam.DoFn, users: list[str], items: list[str]) -> tuple[dict, dict]:
@@ -485,7 +524,8 @@ def _stats_json(
         "rounds": sum(1 for n in rounds if n),
         "users_removed": summed["users_before_kcore"]
         - summed.get("kcore_users_kept", summed["users"]),
-        "items_removed": summed["kcore_items_before"] - summed["items"],
+        "items_removed": summed["kcore_items_before"]
+        - summed.get("kcore_items_kept", summed["items"]),
         "events_removed": sum(rounds),
     }
     stats = sequences.assemble_stats(
@@ -532,12 +572,19 @@ def build_pipeline(
             config.min_count, config.max_kcore_rounds
         )
         vocab = core["batches"] | "AssignIds" >> AssignIds()
+        kept_sizes = _kept_sizes(vocab)
+        vocab = {
+            which: vocab[which]
+            | f"KeepPrevious{which.title()}" >> KeepPreviousIds(config.previous, which)
+            for which in ("users", "items")
+        }
         examples = core["batches"] | "EncodeExamples" >> beam.ParDo(
             EncodeExamplesFn(config.max_len),
             beam.pvalue.AsSingleton(vocab["users"]),
             beam.pvalue.AsSingleton(vocab["items"]),
         ).with_outputs(STATS, *schema.SPLITS)
         stat_sources = [parsed[STATS], users[STATS], core[STATS], examples[STATS]]
+        stat_sources += kept_sizes
 
     for split in schema.SPLITS:
         _ = examples[split] | f"Write{split.title()}" >> beam.io.WriteToTFRecord(

@@ -36,6 +36,9 @@ class PreprocessConfig:
             only events before the validation cutoff are learned or counted).
         test_days, valid_days: the windows of the split by time (days;
             `valid_days` defaults to `test_days`).
+        previous: an earlier `genni preprocess` output whose user and item
+            ids are kept (new ones come after): a model trained on it can be
+            warm-started on this one (`genni train --warm-start`).
     """
 
     input: str
@@ -50,6 +53,7 @@ class PreprocessConfig:
     split: str = sequences.LEAVE_ONE_OUT
     test_days: float | None = None
     valid_days: float | None = None
+    previous: str | None = None
 
     @property
     def windows(self) -> tuple[float, float]:

@@ -150,6 +150,11 @@ def run(config: PreprocessConfig) -> dict:
     item_ids = {item: i for i, item in enumerate(items, start=1)}
     if cutoffs is not None:  # Users met only in the windows come after.
         users += sorted(set(timed) - set(user_items))
+    if config.previous:  # Every earlier id kept; new ones after them.
+        previous_users, previous_items = outputs.read_vocabulary(config.previous)
+        users = sequences.extend_vocabulary(previous_users, users)
+        items = sequences.extend_vocabulary(previous_items, items)
+        item_ids = {item: i for i, item in enumerate(items, start=1)}
 
     staging = outputs.staging_dir(config.output)
     os.makedirs(staging)
@@ -229,6 +234,8 @@ def write_examples(
     counts: collections.Counter = collections.Counter()
     try:
         for user_id, user in enumerate(users, start=1):
+            if user not in user_items:  # A `--previous` user not in this log.
+                continue
             ids = [item_ids[i] for i in user_items[user]]
             counts.update(sequences.prefixed_repeat_counts(ids))
             for split, features in sequences.split_examples(ids, max_len).items():
@@ -249,6 +256,8 @@ def run_settings(config: PreprocessConfig, fmt: str) -> dict:
     }
     if config.split != sequences.LEAVE_ONE_OUT:  # (Absent: leave-one-out.)
         settings["split"] = config.split
+    if config.previous:  # (Absent: ids of this log alone.)
+        settings["previous"] = config.previous
     return settings
 
 
@@ -275,6 +284,8 @@ def write_time_examples(
     counts: collections.Counter = collections.Counter()
     try:
         for user_id, user in enumerate(users, start=1):
+            if user not in timed:  # A `--previous` user not in this log.
+                continue
             examples, user_counts = sequences.time_split_examples(
                 timed[user], kept.get(user), item_ids, cutoffs, max_len
             )

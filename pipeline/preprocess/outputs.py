@@ -85,6 +85,25 @@ def read_json(path: str) -> dict:
         return json.loads(f.read().decode("utf-8"))
 
 
+def read_vocabulary(data_dir: str) -> tuple[list[str], list[str]]:
+    """(users, items) of a `genni preprocess` output, in id order (any Beam
+    file system)."""
+    from genni.components import schema
+
+    vocabulary = []
+    for name in (schema.USERS_FILE, schema.ITEMS_FILE):
+        path = FileSystems.join(data_dir, name)
+        try:
+            with FileSystems.open(path) as f:
+                vocabulary.append(f.read().decode("utf-8").split())
+        except OSError as e:
+            raise FileNotFoundError(
+                f"Cannot read {path}: is {data_dir!r} the output of `genni "
+                f"preprocess`? ({e})"
+            ) from None
+    return vocabulary[0], vocabulary[1]
+
+
 def iter_lines(pattern: str) -> Iterable[tuple[str, str]]:
     """(file name, line) for every line of every file matching `pattern`.
 

@@ -277,6 +277,14 @@ def unpack_users(block: str) -> list[tuple[str, list[str]]]:
     return users
 
 
+def extend_vocabulary(previous: Sequence[str], current: Iterable[str]) -> list[str]:
+    """`previous` in its order, then the ids of `current` it lacks, in
+    `current`'s order: every earlier index is kept, and the vocabulary only
+    grows (`genni preprocess --previous`)."""
+    known = set(previous)
+    return [*previous, *(x for x in current if x not in known)]
+
+
 # The split by time (`genni preprocess --split time`).
 LEAVE_ONE_OUT = schema.LEAVE_ONE_OUT
 TIME = schema.TIME_SPLIT
