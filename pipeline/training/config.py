@@ -106,6 +106,20 @@ class TrainConfig(Settings):
         "Start from the encoder of `genni pretrain` (same model settings).",
         metavar="PRETRAIN_DIR",
     )
+    warm_start: str | None = setting(
+        None,
+        "Start from the best weights of an earlier `genni train` run on the "
+        "same log before it grew (its dataset preprocessed with `--previous`): "
+        "the item table grows to this dataset's items, the optimizer starts "
+        "afresh, early stopping follows this validation window.",
+        metavar="RUN",
+    )
+    warm_start_rows: str = setting(
+        "random",
+        "How --warm-start sets the rows of items RUN did not know: 'random' "
+        "as a fresh run, 'mean' the mean of RUN's item rows.",
+        choices=("random", "mean"),
+    )
     pack: bool = setting(
         False,
         "Pack several sequences into each row of a training batch: the same "
@@ -121,6 +135,12 @@ class TrainConfig(Settings):
         "item again (groceries, music, restaurants).",
         choices=CANDIDATES,
     )
+
+    def validate(self) -> None:
+        if self.init_from and self.warm_start:
+            raise ValueError(
+                "--init-from (a pre-training) and --warm-start (a run): choose one."
+            )
 
     def encoder(self, info) -> SASRecConfig:
         """The run's encoder on the dataset `info` (a `DatasetInfo`) describes."""

@@ -110,8 +110,9 @@ def run_key(config: TrainConfig, fingerprint: str) -> str:
     for name in list(values):  # Old runs keep their keys.
         if name not in KEYED_AT_DEFAULT and values[name] == defaults.get(name):
             values.pop(name)
-    if values.get("init_from"):  # A pre-training, by its run's name, not its place.
-        values["init_from"] = os.path.basename(os.path.normpath(values["init_from"]))
+    for name in ("init_from", "warm_start"):  # A run by its name, not its place.
+        if values.get(name):
+            values[name] = os.path.basename(os.path.normpath(values[name]))
     values["dataset"] = fingerprint
     text = json.dumps(values, sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:10]

@@ -345,6 +345,17 @@ def _train(
                     f"Initialized {len(loaded)} encoder weights from "
                     f"{config.init_from}."
                 )
+        elif config.warm_start:
+            from genni.pipeline.training import warm_start
+
+            started = warm_start.initialize(model.encoder, config)
+            if verbose:
+                print(
+                    f"Warm-started from {config.warm_start}: its "
+                    f"{started['items']:,} items, {started['new_items']:,} new "
+                    f"({config.warm_start_rows} rows).",
+                    flush=True,
+                )
 
     if verbose:
         _say_candidates(model, config, dataset)
