@@ -74,7 +74,11 @@ def data_fingerprint(data: str) -> str:
     if not os.path.exists(path):
         return os.path.abspath(data)
     stats = rundir.read_json(path)
-    return json.dumps({k: stats.get(k) for k in FINGERPRINT_STATS}, sort_keys=True)
+    values = {k: stats.get(k) for k in FINGERPRINT_STATS}
+    split = stats.get("time_split")
+    if split:  # (Absent under leave-one-out: earlier fingerprints stay.)
+        values["time_split"] = [split["valid_cutoff"], split["test_cutoff"]]
+    return json.dumps(values, sort_keys=True)
 
 
 def run_key(config: TrainConfig, fingerprint: str) -> str:

@@ -155,3 +155,10 @@ def test_a_time_split_needs_times_and_windows(tmp_path):
     )
     with pytest.raises(ValueError, match="needs timestamps"):
         inmemory.run(config)
+
+
+def test_a_time_split_dataset_is_keyed_by_its_cutoffs(split):
+    from genni.pipeline.training import keys
+
+    fingerprint = json.loads(keys.data_fingerprint(split[0]))
+    assert fingerprint["time_split"][0].startswith("1970-01-21")
