@@ -106,7 +106,8 @@ def main() -> None:
         rows.append({"variant": label, **result})
         print(label, json.dumps(result), flush=True)
     command = (
-        f"python benchmarks/warm_start.py --input {args.input} --grow-days "
+        f"python benchmarks/warm_start.py --input {os.path.relpath(args.input)} "
+        f"--grow-days "
         f"{args.grow_days:g} --test-days {args.test_days:g} --epochs {args.epochs} "
         f"--seed {args.seed}"
     )
