@@ -4,15 +4,17 @@ already exists.
 
     input: logs/*.json.gz          # review logs, any format `genni preprocess` reads
     workdir: work                  # data/, tune/, runs/ and models/ go here
-    preprocess: {min_count: 5}     # `genni preprocess` settings (optional)
+    preprocess: {min_count: 5}     # `genni preprocess` settings (optional;
+                                   #   split: time, test_days: 7 for the loop)
     tune: {max_trials: 8}          # optional: search first, train the best found
-    train: {sampler: genni}        # `genni train` settings (optional; preset: paper)
+    train: {sampler: genni}        # `genni train` settings (optional; preset: paper;
+                                   #   warm_start: served for the nightly loop)
     export: {k: 10, max_regression: 0.0, split: valid}
 
 The steps are the plain commands' functions, not a scheduler: a step is
 skipped when
-- preprocess: `workdir/data` was written from the same input files (paths,
-  sizes, modification times) with the same settings;
+- preprocess: `workdir/data/<key>` was written from the same input files
+  (paths, sizes, modification times) with the same settings;
 - tune: the search with the same settings on the same dataset has its best
   configuration (keras-tuner continues an unfinished one);
 - train: a finished run with the same run key (settings + dataset statistics,
@@ -22,6 +24,11 @@ skipped when
 - export: the served version already holds this run, or this run was refused
   against the version serving now (the guarded export,
   `genni export --against`).
+
+With `train: {warm_start: served}`, each run is the nightly loop's step: the
+run behind the version serving now lends its dataset's ids to the new
+preprocessing (`genni preprocess --previous`) and its weights to the new run
+(`genni train --warm-start`); with nothing served, it trains from scratch.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import os
 from genni.components import schema
 
 STAMP_DIR = ".pipeline"
+SERVED = "served"  # `train: {warm_start: served}`
 SECTIONS = ("input", "workdir", "preprocess", "tune", "train", "export")
 EXPORT_SETTINGS = ("k", "max_regression", "split", "candidates")
 TUNE_SETTINGS = (
@@ -124,30 +132,37 @@ def _write_stamp(workdir: str, step: str, key: str, **extra) -> None:
     rundir.write_json(_stamp(workdir, step), {"key": key, **extra})
 
 
-def step_preprocess(config: dict, log) -> str:
+def step_preprocess(config: dict, log, previous: str | None = None) -> str:
+    """`workdir/data/<key>` for the input files and settings, written unless
+    it exists; `previous`: an earlier dataset whose ids it keeps (the data of
+    the run a warm start begins from)."""
     from genni.pipeline.cli.data import format_stats
     from genni.pipeline.preprocess import beam
     from genni.pipeline.preprocess.config import PreprocessConfig
 
-    workdir, data = config["workdir"], os.path.join(config["workdir"], "data")
     settings = dict(config.get("preprocess") or {})
-    for name in ("input", "output", "overwrite"):
+    for name in ("input", "output", "overwrite", "previous"):
         if name in settings:
             raise ValueError(f"`preprocess: {name}` is set by the pipeline.")
     known = {f.name for f in dataclasses.fields(PreprocessConfig)}
     _check_names("preprocess", settings, tuple(sorted(known)))
     key = _digest([settings, input_fingerprint(config["input"])])
-    done = os.path.exists(os.path.join(data, schema.STATS_FILE))
-    if done and _stamped(workdir, "preprocess", key):
+    data = os.path.join(config["workdir"], "data", key)
+    if os.path.exists(os.path.join(data, schema.STATS_FILE)):
         log(f"preprocess: up to date ({data})")
         return data
     log(f"preprocess: {config['input']} -> {data}")
+    if previous:
+        log(f"preprocess: keeping the ids of {previous}")
     preprocess_config = PreprocessConfig(
-        input=config["input"], output=data, overwrite=True, **settings
+        input=config["input"],
+        output=data,
+        overwrite=True,
+        previous=previous,
+        **settings,
     )
     stats = beam.preprocess(preprocess_config, [])
     log(format_stats(stats))
-    _write_stamp(workdir, "preprocess", key)
     return data
 
 
@@ -176,26 +191,37 @@ def step_tune(config: dict, data: str, log) -> dict:
         return json.load(f)
 
 
-def train_config(config: dict, data: str, tuned: dict):
+def train_config(config: dict, data: str, tuned: dict, warm_start: str | None = None):
     """The run the train step trains (output unset): the `train:` section
     (its `preset:` as in `genni train`, by default the recommended one), then
-    the tuned settings."""
+    the tuned settings; `warm_start`: the run `warm_start: served` resolved to
+    (None: from scratch)."""
     from genni.pipeline.training import config as configs
     from genni.pipeline.training.config import TrainConfig
 
-    settings = configs.settings_with_preset({**(config.get("train") or {}), **tuned})
+    section = dict(config.get("train") or {})
+    if section.pop("warm_start", None) not in (None, SERVED):
+        raise ValueError(
+            f"`train: warm_start` takes `{SERVED}` (the run behind the version "
+            "serving now), or is left out."
+        )
+    if warm_start:
+        section["warm_start"] = warm_start
+    settings = configs.settings_with_preset({**section, **tuned})
     for name in ("data", "output"):
         if name in settings:
             raise ValueError(f"`train: {name}` is set by the pipeline.")
     return TrainConfig.from_dict({"data": data, "output": "", **settings})
 
 
-def step_train(config: dict, data: str, tuned: dict, log) -> str:
+def step_train(
+    config: dict, data: str, tuned: dict, log, warm_start: str | None = None
+) -> str:
     from genni.pipeline.training import keys, rundir, train
     from genni.pipeline.training.config import TrainConfig
 
     runs_dir = os.path.join(config["workdir"], "runs")
-    probe = train_config(config, data, tuned)
+    probe = train_config(config, data, tuned, warm_start)
     key = keys.run_key(probe, keys.data_fingerprint(data))
     found = keys.existing_runs(runs_dir).get(key)
     if found is not None:
@@ -208,7 +234,8 @@ def step_train(config: dict, data: str, tuned: dict, log) -> str:
             runs_dir, keys.run_name(probe.to_dict(), probe.seed, key)
         )
     resume = rundir.started(run_dir)
-    log(f"train: {'resuming' if resume else 'training'} {run_dir}")
+    start = f", warm-started from {warm_start}" if warm_start else ""
+    log(f"train: {'resuming' if resume else 'training'} {run_dir}{start}")
     run = TrainConfig.from_dict({**probe.to_dict(), "output": run_dir})
     train.train(run, resume=resume, verbose=0)
     return run_dir
@@ -272,11 +299,41 @@ def _decisions(base: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def served_run(config: dict) -> str | None:
+    """The run behind the version serving now from `workdir/models` (None:
+    none serves, or its run is gone)."""
+    from genni.pipeline.serving import guard
+
+    base = os.path.join(config["workdir"], "models")
+    served = guard.served_version(base)
+    for decision in reversed(_decisions(base)):
+        if decision.get("version") == served and decision["decision"] == "published":
+            run_dir = decision.get("run")
+            exists = run_dir and os.path.exists(os.path.join(run_dir, "config.json"))
+            return run_dir if exists else None
+    return None
+
+
 def run(config: dict, log=print) -> dict:
-    """All steps in order; returns what each produced."""
-    data = step_preprocess(config, log)
+    """All steps in order; returns what each produced.
+
+    With `train: {warm_start: served}` the nightly loop: the run behind the
+    version serving now (none: train from scratch) gives its dataset's ids to
+    the new preprocessing (`--previous`) and its weights to the new run
+    (`--warm-start`); the guard then judges the new version against it.
+    """
+    from genni.pipeline.training import model
+
+    start = None
+    if (config.get("train") or {}).get("warm_start") == SERVED:
+        start = served_run(config)
+    previous = model.read_config(start).data if start else None
+    data = step_preprocess(config, log, previous)
     tuned = step_tune(config, data, log)
-    run_dir = step_train(config, data, tuned, log)
+    if start and os.path.abspath(previous) == os.path.abspath(data):
+        # The served run is this dataset's own: the same run, not a new one.
+        start = model.read_config(start).warm_start
+    run_dir = step_train(config, data, tuned, log, start)
     test = step_evaluate(run_dir, log)
     decision = step_export(config, data, run_dir, log)
     return {"data": data, "run": run_dir, "test": test, "export": decision}

@@ -126,3 +126,59 @@ def test_bad_pipeline_files(tmp_path, text, message, capsys):
     path.write_text(text)
     assert cli.main(["pipeline", "--config", str(path)]) == cli.EXIT_USAGE
     assert message in capsys.readouterr().err
+
+
+def _timed_log(path, users, days, items, new=0):
+    """A log with a review every other day of `days` for each user."""
+    from tests.conftest import review
+
+    lines = [
+        review(f"u{u}", f"i{(u * 3 + d) % items}", d * 86400 + u)
+        for u in range(users)
+        for d in days
+    ]
+    lines += [
+        review(f"u{u}", f"new{(u + d) % new}", d * 86400 + 50 + u)
+        for u in range(users)
+        for d in days
+        if new and d % 3 == 0
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_the_nightly_loop_warm_starts_from_the_served_run(tmp_path, capsys):
+    from genni.pipeline.preprocess import outputs
+    from genni.pipeline.training import model
+
+    logs = tmp_path / "logs"
+    _timed_log(logs / "a.json", 30, range(0, 40, 2), 20)
+    config = {
+        "input": str(logs / "*.json"),
+        "workdir": str(tmp_path / "work"),
+        "preprocess": {"split": "time", "test_days": 4, "min_count": 2},
+        "train": {**TINY, "warm_start": "served"},
+        "export": {"k": 5},
+    }
+    first = workflow.run(config, log=print)
+    assert model.read_config(first["run"]).warm_start is None  # Nothing served.
+    assert first["export"]["decision"] == "published"
+    # The log grows by twenty days, with new items.
+    _timed_log(logs / "b.json", 30, range(40, 60, 2), 20, new=3)
+    second = workflow.run(config, log=print)
+    out = capsys.readouterr().out
+    assert f"keeping the ids of {first['data']}" in out
+    assert model.read_config(second["run"]).warm_start == first["run"]
+    _, old_items = outputs.read_vocabulary(first["data"])
+    _, new_items = outputs.read_vocabulary(second["data"])
+    assert new_items[: len(old_items)] == old_items and len(new_items) > len(old_items)
+    assert second["export"]["decision"] in ("published", "refused")
+    # The same log again: nothing to do, whichever version serves.
+    third = workflow.run(config, log=print)
+    assert third["run"] in (first["run"], second["run"])
+    assert "train: up to date" in capsys.readouterr().out
+
+
+def test_warm_start_takes_served_only():
+    with pytest.raises(ValueError, match="takes `served`"):
+        workflow.train_config({"train": {"warm_start": "runs/x"}}, "D", {})
