@@ -22,7 +22,7 @@ $(STAMP): setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is needed (see README)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,ann,research]'
+	$(PY) -m pip install --quiet -e '.[dev,ann]'
 	touch $(STAMP)
 
 demo: install

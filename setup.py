@@ -28,13 +28,12 @@ INSTALL_REQUIRES = [
     "tensorboard==2.21.0",
     "numpy>=1.26",
     "tqdm>=4.66",
+    "matplotlib>=3.9,<4",  # `genni replay`'s plot (and the research report's).
 ]
 
 EXTRAS_REQUIRE = {
     # pytest-xdist: `make test` runs the suite's files on every core.
     "dev": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.6"],
-    # The paper-reproduction report (`research/`, in the clone, not installed).
-    "research": ["matplotlib>=3.9,<4"],
     # Approximate top-K for large catalogs (`genni ann-index`, `serve --ann`).
     "ann": ["faiss-cpu==1.15.1"],
     # Runners beyond the DirectRunner.

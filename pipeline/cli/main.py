@@ -19,7 +19,7 @@ import argparse
 import os
 import sys
 
-from genni.pipeline.cli import data, quiet, serving, training, workflow
+from genni.pipeline.cli import data, quiet, replay, serving, training, workflow
 from genni.pipeline.cli.data import format_stats
 from genni.pipeline.cli.training import format_metrics, format_table
 
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_batch_recommend(commands)
     data.add_stats(commands)
     workflow.add_pipeline(commands)
+    replay.add_replay(commands)
     return parser
 
 

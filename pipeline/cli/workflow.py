@@ -58,8 +58,9 @@ TUNE_SETTINGS = (
 )
 
 
-def load_config(path: str) -> dict:
-    """The pipeline file (YAML or JSON), checked: unknown sections are errors."""
+def load_config(path: str, needs: tuple[str, ...] = ("input", "workdir")) -> dict:
+    """The pipeline file (YAML or JSON), checked: unknown sections are errors;
+    `needs`: the sections it must have."""
     try:
         with open(path) as f:
             text = f.read()
@@ -79,7 +80,7 @@ def load_config(path: str) -> dict:
             f"Unknown sections in {path!r}: {', '.join(unknown)} "
             f"(known: {', '.join(SECTIONS)})."
         )
-    for name in ("input", "workdir"):
+    for name in needs:
         if not isinstance(config.get(name), str):
             raise ValueError(f"{path!r} needs `{name}:` (a path).")
     for name in ("preprocess", "tune", "train", "export"):

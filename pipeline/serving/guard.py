@@ -58,28 +58,41 @@ def savedmodel_metrics(path: str, data_dir: str, split: str) -> dict[str, float]
     target the model does not rank (a history item under "new", an item unknown
     to its vocabulary) is a miss.
     """
-    model = tf.saved_model.load(path)
-    if export.SIGNATURE_TOP_K not in model.signatures:
-        raise ValueError(f"{path!r} has no {export.SIGNATURE_TOP_K!r} signature.")
-    top_k = model.signatures[export.SIGNATURE_TOP_K]
+    top_k = top_k_signature(path)
     dataset = data.Dataset.open(data_dir)
     raw = np.array(dataset.ids(schema.ITEMS_FILE), dtype=object)
     accumulator = RankingAccumulator()
-    everything = tf.constant(np.iinfo(np.int32).max, tf.int32)  # Clipped to |V|.
     batch_size = min(EVAL_BATCH_SIZE, evaluate.eval_batch_size(dataset.num_items))
     for features in dataset.batches(split, batch_size):
         # The whole history, as a client sends it: the model encodes its last
         # max_len items and, under "new", leaves all of them out of the ranking.
         history = raw[features[schema.HISTORY].to_tensor().numpy()]  # Pad: "".
-        targets = raw[features[schema.TARGET].numpy()].astype(bytes)
-        out = top_k(history=tf.constant(history.astype(bytes)), k=everything)
-        ids = out[export.ITEM_IDS].numpy()
-        num_results = out[export.NUM_RESULTS].numpy()
-        found = ids == targets[:, None]
-        found &= np.arange(ids.shape[1])[None, :] < num_results[:, None]
-        ranks = np.where(found.any(axis=1), found.argmax(axis=1), ids.shape[1])
-        accumulator.update(ranks)
+        targets = raw[features[schema.TARGET].numpy()]
+        accumulator.update(served_ranks(top_k, history, targets))
     return accumulator.result()
+
+
+def top_k_signature(path: str):
+    """The `top_k` signature of the SavedModel at `path`."""
+    model = tf.saved_model.load(path)
+    if export.SIGNATURE_TOP_K not in model.signatures:
+        raise ValueError(f"{path!r} has no {export.SIGNATURE_TOP_K!r} signature.")
+    return model.signatures[export.SIGNATURE_TOP_K]
+
+
+def served_ranks(top_k, histories: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """0-based rank of each raw target among what `top_k` serves for its raw
+    history ([B, L] strings, "" padding): the whole served ranking; a target it
+    does not rank (unknown, or a history item under "new") ranks last."""
+    everything = tf.constant(np.iinfo(np.int32).max, tf.int32)  # Clipped to |V|.
+    histories = np.asarray(histories, dtype=object).astype(bytes)
+    targets = np.asarray(targets, dtype=object).astype(bytes)
+    out = top_k(history=tf.constant(histories), k=everything)
+    ids = out[export.ITEM_IDS].numpy()
+    num_results = out[export.NUM_RESULTS].numpy()
+    found = ids == targets[:, None]
+    found &= np.arange(ids.shape[1])[None, :] < num_results[:, None]
+    return np.where(found.any(axis=1), found.argmax(axis=1), ids.shape[1])
 
 
 def _record(base: str, decision: dict) -> None:

@@ -1,0 +1,287 @@
+"""`genni replay`: how a served model would have done, period after period.
+
+A timestamped log is replayed: at each of `--steps` cut times, `--every` days
+apart, the log up to that time is the input of `genni pipeline` (its file,
+`--config`), and the version it serves afterwards is scored on the **next**
+period's events, as its users would have met it: every event of the period
+whose user has an earlier event is a case, its history all of the user's
+earlier events (raw ids, as a client sends them), its target the event.
+
+Side by side, from the same steps:
+
+- `warm`: the pipeline with `train: {warm_start: served}` (the nightly loop);
+- `scratch`: the same pipeline, every run from scratch;
+- `never`: the first step's served version, never retrained;
+- `popular`: the items most often met before the cut, most first.
+
+Output in `--output`: `replay.md` (a table per step: NDCG@10 and HR@10 of the
+four, training seconds, catalog size and new-item share, published or
+refused), `replay.json`, `replay.png` (NDCG@10 per step), and the pipelines'
+work directories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import time
+
+DAY = 86400.0
+VARIANTS = ("warm", "scratch", "never", "popular")
+
+
+def read_log(path: str) -> tuple[list[str], list[list[float]], dict]:
+    """The log's lines, each line's event times, and each user's events
+    [(time, item)] oldest first."""
+    from genni.pipeline.preprocess import formats, inmemory, outputs
+
+    fmt = inmemory.log_format(path, formats.AUTO, None)
+    parse = formats.parser_for(fmt, inmemory.log_header(path, fmt))
+    lines, times = [], []
+    events: dict[str, list] = collections.defaultdict(list)
+    for _, line in outputs.iter_lines(path):
+        try:
+            parsed = list(parse(line)) if line.strip() else []
+        except formats.MalformedRecord:
+            parsed = []
+        lines.append(line)
+        times.append([e.timestamp for e in parsed])
+        for e in parsed:
+            events[e.user].append((e.timestamp, e.item))
+    for user in events:
+        events[user] = sorted(set(events[user]))
+    return lines, times, dict(events)
+
+
+def cut_times(last: float, every_days: float, steps: int) -> list[float]:
+    """`steps` cut times `every_days` apart, the last one period before the
+    log's end, so that every step has a next period to be scored on."""
+    return [last - (steps + 1 - s) * every_days * DAY for s in range(1, steps + 1)]
+
+
+def write_cut(
+    lines: list[str], times: list[list[float]], cut: float, path: str
+) -> None:
+    """The lines whose events all came at or before `cut` (header lines kept)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for line, ts in zip(lines, times, strict=True):
+            if all(t <= cut for t in ts):
+                f.write(line + "\n")
+
+
+def next_period_cases(events: dict, start: float, end: float):
+    """(histories, targets) of the events in (start, end] whose user has an
+    earlier event: raw ids, histories all the user's earlier items."""
+    histories, targets = [], []
+    for timed in events.values():
+        for n, (t, item) in enumerate(timed):
+            if start < t <= end and n > 0:
+                histories.append([i for _, i in timed[:n]])
+                targets.append(item)
+    return histories, targets
+
+
+def _padded(histories: list[list[str]]):
+    import numpy as np
+
+    width = max(len(h) for h in histories)
+    out = np.full((len(histories), width), "", dtype=object)
+    for row, history in enumerate(histories):
+        out[row, : len(history)] = history
+    return out
+
+
+def score_version(path: str, histories, targets, batch: int = 256) -> dict:
+    """NDCG@10 and HR@10 (%) of the SavedModel at `path` on the cases."""
+    from genni.components.metrics import RankingAccumulator
+    from genni.pipeline.serving import guard
+
+    top_k = guard.top_k_signature(path)
+    accumulator = RankingAccumulator()
+    for start in range(0, len(targets), batch):
+        rows = slice(start, start + batch)
+        accumulator.update(
+            guard.served_ranks(top_k, _padded(histories[rows]), targets[rows])
+        )
+    return _two(accumulator.result())
+
+
+def score_popular(events: dict, cut: float, histories, targets, new: bool) -> dict:
+    """The most-popular-items baseline: items by their events up to `cut`; under
+    the "new" rule a user's own items are left out, as the model's are."""
+    import numpy as np
+
+    from genni.components.metrics import RankingAccumulator
+
+    counts = collections.Counter(
+        item for timed in events.values() for t, item in timed if t <= cut
+    )
+    order = [item for item, _ in counts.most_common()]
+    accumulator = RankingAccumulator()
+    for history, target in zip(histories, targets, strict=True):
+        seen = set(history) if new else set()
+        ranked = [i for i in order[: 20 + len(seen)] if i not in seen]
+        rank = ranked.index(target) if target in ranked else len(order)
+        accumulator.update(np.array([rank]))
+    return _two(accumulator.result())
+
+
+def _two(metrics: dict) -> dict:
+    return {k: round(metrics[k], 4) for k in ("NDCG@10", "HR@10")}
+
+
+def _served(workdir: str) -> str | None:
+    from genni.pipeline.serving import guard
+
+    base = os.path.join(workdir, "models")
+    version = guard.served_version(base)
+    return None if version is None else os.path.join(base, str(version))
+
+
+def replay(
+    log_path: str, every_days: float, steps: int, config: dict, output: str, log=print
+) -> list[dict]:
+    """Replay `log_path` (see the module); returns one row per step."""
+    from genni.pipeline.cli import workflow
+    from genni.pipeline.training import rundir
+
+    if steps < 1 or every_days <= 0:
+        raise ValueError("--steps must be at least 1 and --every positive.")
+    lines, times, events = read_log(log_path)
+    last = max(t for ts in times for t in ts)
+    cuts = cut_times(last, every_days, steps)
+    train = dict(config.get("train") or {})
+    train.pop("warm_start", None)
+    loops = {
+        "warm": {**config, "train": {**train, "warm_start": workflow.SERVED}},
+        "scratch": {**config, "train": train},
+    }
+    new_rule = train.get("candidates", "new") == "new"
+    rows, first = [], None
+    suffix = os.path.splitext(log_path)[1]
+    for step, cut in enumerate(cuts, start=1):
+        step_log = os.path.join(output, "logs", f"step{step:02d}{suffix}")
+        write_cut(lines, times, cut, step_log)
+        row: dict = {"step": step, "cut": cut}
+        for name, loop in loops.items():
+            loop = {**loop, "input": step_log, "workdir": os.path.join(output, name)}
+            start = time.perf_counter()
+            result = workflow.run(loop, log=lambda m, n=name: log(f"[{n}] {m}"))
+            row[f"{name}_seconds"] = round(time.perf_counter() - start, 1)
+            row[f"{name}_export"] = result["export"]["decision"]
+            if name == "warm":
+                stats = rundir.read_json(os.path.join(result["data"], "stats.json"))
+                row["items"] = stats["items"]
+                split = stats.get("time_split") or {}
+                row["new_item_share"] = split.get("test_new_item_share")
+        histories, targets = next_period_cases(events, cut, cut + every_days * DAY)
+        row["cases"] = len(targets)
+        if first is None:  # The first step's version: never retrained.
+            first = _served(os.path.join(output, "warm"))
+        for name in ("warm", "scratch"):
+            served = _served(os.path.join(output, name))
+            row[name] = score_version(served, histories, targets) if targets else {}
+        row["never"] = score_version(first, histories, targets) if targets else {}
+        row["popular"] = score_popular(events, cut, histories, targets, new_rule)
+        rows.append(row)
+        log(f"step {step}: " + json.dumps({v: row[v] for v in VARIANTS}))
+    write_report(rows, output, log_path, every_days, steps)
+    return rows
+
+
+def write_report(rows, output, log_path, every_days, steps) -> None:
+    """replay.md, replay.json and, with matplotlib, replay.png."""
+    with open(os.path.join(output, "replay.json"), "w") as f:
+        json.dump(rows, f, indent=2)
+    head = (
+        "| step | cases | items | new-item share | "
+        + " | ".join(f"{v} NDCG@10" for v in VARIANTS)
+        + " | warm s | scratch s | warm export |"
+    )
+    lines = [
+        f"# Replay of {os.path.basename(log_path)}: {steps} steps, every "
+        f"{every_days:g} days",
+        "",
+        "Each step's served version scored on the next period's events (%).",
+        "",
+        head,
+        "|" + "---|" * (head.count("|") - 1),
+    ]
+    for r in rows:
+        share = r.get("new_item_share")
+        lines.append(
+            f"| {r['step']} | {r['cases']:,} | {r.get('items', 0):,} | "
+            + (f"{100 * share:.1f}%" if share is not None else "")
+            + " | "
+            + " | ".join(f"{r[v].get('NDCG@10', float('nan')):.2f}" for v in VARIANTS)
+            + f" | {r['warm_seconds']:.0f} | {r['scratch_seconds']:.0f} | "
+            f"{r['warm_export']} |"
+        )
+    means = {
+        v: sum(r[v].get("NDCG@10", 0.0) for r in rows) / len(rows) for v in VARIANTS
+    }
+    lines += [
+        "",
+        "Mean NDCG@10: " + ", ".join(f"{v} {m:.2f}" for v, m in means.items()),
+    ]
+    with open(os.path.join(output, "replay.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    figure, axis = plt.subplots(figsize=(6, 3.5))
+    for v in VARIANTS:
+        axis.plot(
+            [r["step"] for r in rows],
+            [r[v].get("NDCG@10") for r in rows],
+            marker="o",
+            label=v,
+        )
+    axis.set_xlabel("step")
+    axis.set_ylabel("NDCG@10 on the next period (%)")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(os.path.join(output, "replay.png"), dpi=120)
+    plt.close(figure)
+
+
+def _replay(args: argparse.Namespace, extra: list[str]) -> int:
+    from genni.pipeline.cli import workflow
+
+    config = workflow.load_config(args.config, needs=())
+    every = args.every.removesuffix("d")
+    try:
+        every_days = float(every)
+    except ValueError:
+        raise ValueError(f"--every takes days, e.g. 7d. Got {args.every!r}.") from None
+    replay(args.input, every_days, args.steps, config, args.output)
+    print(f"Report: {os.path.join(args.output, 'replay.md')}")
+    return 0
+
+
+def add_replay(commands) -> None:
+    p = commands.add_parser(
+        "replay",
+        help="Replay a timestamped log: the nightly pipeline, step by step, each "
+        "served version scored on the next period.",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--input", required=True, help="A timestamped log (one file).")
+    p.add_argument("--every", default="7d", help="Days between steps (default 7d).")
+    p.add_argument("--steps", type=int, required=True, help="How many steps.")
+    p.add_argument(
+        "--config",
+        required=True,
+        help="The pipeline file (`genni pipeline`), without input and workdir: "
+        "the replay sets them (--input cut at each step, --output).",
+    )
+    p.add_argument("--output", required=True, help="Directory to write.")
+    p.set_defaults(handler=_replay)
