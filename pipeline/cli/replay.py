@@ -188,7 +188,7 @@ def replay(
         row["popular"] = score_popular(events, cut, histories, targets, new_rule)
         rows.append(row)
         log(f"step {step}: " + json.dumps({v: row[v] for v in VARIANTS}))
-    write_report(rows, output, log_path, every_days, steps)
+        write_report(rows, output, log_path, every_days, steps)  # After each step.
     return rows
 
 
