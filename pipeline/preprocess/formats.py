@@ -130,18 +130,23 @@ def parse_yelp(line: str) -> Iterator[Event]:
     )
 
 
-def parse_csv(line: str) -> Iterator[Event]:
-    """Headerless Amazon ratings CSV: user,item,rating,timestamp."""
-    fields = [f.strip() for f in line.split(",")]
+def _user_item_rating_time(line: str, separator: str, what: str) -> Event:
+    """One event of a `user<sep>item<sep>rating<sep>timestamp` line."""
+    fields = [f.strip() for f in line.split(separator)]
     if len(fields) != 4:
-        raise MalformedRecord(f"bad CSV: expected 4 fields, got {len(fields)}")
+        raise MalformedRecord(f"bad {what}: expected 4 fields, got {len(fields)}")
     user, item, rating, timestamp = fields
-    yield Event(
+    return Event(
         _id(user, "user"),
         _id(item, "item"),
         _number(timestamp, "timestamp"),
         _number(rating, "rating"),
     )
+
+
+def parse_csv(line: str) -> Iterator[Event]:
+    """Headerless Amazon ratings CSV: user,item,rating,timestamp."""
+    yield _user_item_rating_time(line, ",", "CSV")
 
 
 MOVIELENS_HEADER = ("userid", "movieid", "rating", "timestamp")
@@ -158,16 +163,7 @@ def parse_movielens(line: str) -> Iterator[Event]:
 
 def parse_movielens_dat(line: str) -> Iterator[Event]:
     """MovieLens `ratings.dat` (ml-1m, ml-10m): `UserID::MovieID::Rating::Timestamp`."""
-    fields = [f.strip() for f in line.split("::")]
-    if len(fields) != 4:
-        raise MalformedRecord(f"bad ratings.dat: expected 4 fields, got {len(fields)}")
-    user, item, rating, timestamp = fields
-    yield Event(
-        _id(user, "user"),
-        _id(item, "item"),
-        _number(timestamp, "timestamp"),
-        _number(rating, "rating"),
-    )
+    yield _user_item_rating_time(line, "::", "ratings.dat")
 
 
 RECBOLE_TYPES = ("token", "float", "token_seq", "float_seq")

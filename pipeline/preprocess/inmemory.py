@@ -221,16 +221,7 @@ def write_examples(
     item_ids: dict[str, int],
     max_len: int,
 ) -> dict[str, int]:
-    import tensorflow as tf
-
-    options = tf.io.TFRecordOptions(compression_type="GZIP")
-    writers = {
-        split: tf.io.TFRecordWriter(
-            os.path.join(directory, f"{split}-00000-of-00001{schema.TFRECORD_SUFFIX}"),
-            options,
-        )
-        for split in schema.SPLITS
-    }
+    writers = _split_writers(directory)
     counts: collections.Counter = collections.Counter()
     try:
         for user_id, user in enumerate(users, start=1):
@@ -261,6 +252,20 @@ def run_settings(config: PreprocessConfig, fmt: str) -> dict:
     return settings
 
 
+def _split_writers(directory: str) -> dict:
+    """A gzip TFRecord writer for each split's one shard in `directory`."""
+    import tensorflow as tf
+
+    options = tf.io.TFRecordOptions(compression_type="GZIP")
+    return {
+        split: tf.io.TFRecordWriter(
+            os.path.join(directory, f"{split}-00000-of-00001{schema.TFRECORD_SUFFIX}"),
+            options,
+        )
+        for split in schema.SPLITS
+    }
+
+
 def write_time_examples(
     directory: str,
     users: list[str],
@@ -271,16 +276,7 @@ def write_time_examples(
     max_len: int,
 ) -> collections.Counter:
     """The examples of the split by time (`sequences.time_split_examples`)."""
-    import tensorflow as tf
-
-    options = tf.io.TFRecordOptions(compression_type="GZIP")
-    writers = {
-        split: tf.io.TFRecordWriter(
-            os.path.join(directory, f"{split}-00000-of-00001{schema.TFRECORD_SUFFIX}"),
-            options,
-        )
-        for split in schema.SPLITS
-    }
+    writers = _split_writers(directory)
     counts: collections.Counter = collections.Counter()
     try:
         for user_id, user in enumerate(users, start=1):
