@@ -94,18 +94,25 @@ def _padded(histories: list[list[str]]):
     return out
 
 
-def score_version(path: str, histories, targets, batch: int = 256) -> dict:
-    """NDCG@10 and HR@10 (%) of the SavedModel at `path` on the cases."""
+def score_version(
+    path: str, histories, targets, batch: int = 256, served: set | None = None
+) -> dict:
+    """NDCG@10 and HR@10 (%) of the SavedModel at `path` on the cases;
+    `served`: a set that collects every item of the top-10s it answers."""
+    import tensorflow as tf
+
     from genni.components.metrics import RankingAccumulator
-    from genni.pipeline.serving import guard
+    from genni.pipeline.serving import export, guard
 
     top_k = guard.top_k_signature(path)
     accumulator = RankingAccumulator()
     for start in range(0, len(targets), batch):
         rows = slice(start, start + batch)
-        accumulator.update(
-            guard.served_ranks(top_k, _padded(histories[rows]), targets[rows])
-        )
+        history = _padded(histories[rows])
+        accumulator.update(guard.served_ranks(top_k, history, targets[rows]))
+        if served is not None:
+            out = top_k(history=tf.constant(history.astype(bytes)), k=tf.constant(10))
+            served.update(i.decode() for i in out[export.ITEM_IDS].numpy().ravel() if i)
     return _two(accumulator.result())
 
 
@@ -146,6 +153,7 @@ def replay(
 ) -> list[dict]:
     """Replay `log_path` (see the module); returns one row per step."""
     from genni.pipeline.cli import workflow
+    from genni.pipeline.preprocess import outputs
     from genni.pipeline.training import rundir
 
     if steps < 1 or every_days <= 0:
@@ -162,6 +170,11 @@ def replay(
     new_rule = train.get("candidates", "new") == "new"
     rows, first = [], None
     suffix = os.path.splitext(log_path)[1]
+    # Items the loop's vocabulary first holds at a step after the first, and
+    # whether a served top-10 holds them from that step on.
+    known: set = set()
+    new_items: dict[str, int] = {}
+    reached: set = set()
     for step, cut in enumerate(cuts, start=1):
         step_log = os.path.join(output, "logs", f"step{step:02d}{suffix}")
         write_cut(lines, times, cut, step_log)
@@ -173,6 +186,11 @@ def replay(
             row[f"{name}_seconds"] = round(time.perf_counter() - start, 1)
             row[f"{name}_export"] = result["export"]["decision"]
             if name == "warm":
+                _, vocabulary = outputs.read_vocabulary(result["data"])
+                arrived = set(vocabulary) - known if known else set()
+                new_items.update((item, step) for item in arrived)
+                known |= set(vocabulary)
+                row["new_items"] = len(arrived)
                 stats = rundir.read_json(os.path.join(result["data"], "stats.json"))
                 row["items"] = stats["items"]
                 split = stats.get("time_split") or {}
@@ -181,9 +199,17 @@ def replay(
         row["cases"] = len(targets)
         if first is None:  # The first step's version: never retrained.
             first = _served(os.path.join(output, "warm"))
+        top10: set = set()
         for name in ("warm", "scratch"):
             served = _served(os.path.join(output, name))
-            row[name] = score_version(served, histories, targets) if targets else {}
+            collect = top10 if name == "warm" else None
+            row[name] = (
+                score_version(served, histories, targets, served=collect)
+                if targets
+                else {}
+            )
+        reached |= {item for item in top10 if item in new_items}
+        row["new_items_reached"] = len(reached)
         row["never"] = score_version(first, histories, targets) if targets else {}
         row["popular"] = score_popular(events, cut, histories, targets, new_rule)
         rows.append(row)
@@ -223,9 +249,14 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     means = {
         v: sum(r[v].get("NDCG@10", 0.0) for r in rows) / len(rows) for v in VARIANTS
     }
+    arrived = sum(r.get("new_items", 0) for r in rows)
     lines += [
         "",
         "Mean NDCG@10: " + ", ".join(f"{v} {m:.2f}" for v, m in means.items()),
+        "",
+        f"Items that entered the loop's vocabulary after the first step: {arrived}; "
+        "in a served top-10 of the loop from the step that first knew them: "
+        f"{rows[-1].get('new_items_reached', 0)}.",
     ]
     with open(os.path.join(output, "replay.md"), "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -46,6 +46,10 @@ def test_a_replay_runs_end_to_end(tmp_path):
     started = [model.read_config(str(r)).warm_start for r in runs]
     assert sum(s is not None for s in started) == 1
     assert rows[1]["items"] >= rows[0]["items"]
+    # The new items entered the vocabulary at step 2 (a count, and how many
+    # a served top-10 held: at most as many).
+    assert rows[1]["new_items"] >= 1
+    assert 0 <= rows[1]["new_items_reached"] <= rows[1]["new_items"]
     text = (out / "replay.md").read_text()
-    assert "Mean NDCG@10" in text and "| 2 |" in text
+    assert "Mean NDCG@10" in text and "| 2 |" in text and "entered" in text
     assert (out / "replay.png").exists()
