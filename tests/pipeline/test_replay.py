@@ -15,16 +15,16 @@ from tests.pipeline.test_workflow import TINY, _timed_log
 def test_a_replay_runs_end_to_end(tmp_path):
     log = tmp_path / "log.json"
     # 60 days of reviews; new items from day 40 on.
-    _timed_log(log, 30, range(0, 60, 2), 20)
+    _timed_log(log, 20, range(0, 60, 2), 20)
     extra = tmp_path / "extra.json"
-    _timed_log(extra, 30, range(40, 60, 2), 20, new=3)
+    _timed_log(extra, 20, range(40, 60, 2), 20, new=3)
     log.write_text(log.read_text() + extra.read_text())
     config = tmp_path / "pipeline.yaml"
     config.write_text(
         yaml.safe_dump(
             {
                 "preprocess": {"split": "time", "test_days": 4, "min_count": 2},
-                "train": dict(TINY),
+                "train": {**TINY, "epochs": 1},
                 "export": {"k": 5},
             }
         )
