@@ -27,8 +27,9 @@ import time
 
 from _common import SHARED_DATA, machine, write_results
 
+from genni.pipeline.cli import replay
 from genni.pipeline.preprocess import beam as preprocess
-from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
+from genni.pipeline.preprocess import outputs
 from genni.pipeline.preprocess.config import PreprocessConfig
 from genni.pipeline.training import train
 from genni.pipeline.training.config import TrainConfig, preset
@@ -41,22 +42,11 @@ VARIANTS = (
 
 
 def cut_log(source: str, target: str, days: float) -> float:
-    """Write the lines of `source` whose events came more than `days` days
+    """Write the lines of `source` whose events came at least `days` days
     before its last one (a header line kept); returns the cut time."""
-    fmt = inmemory.log_format(source, formats.AUTO, None)
-    parse = formats.parser_for(fmt, inmemory.log_header(source, fmt))
-    lines = [line for _, line in outputs.iter_lines(source)]
-    times = []
-    for line in lines:
-        try:
-            times.append([e.timestamp for e in parse(line)])
-        except formats.MalformedRecord:
-            times.append([])
-    cut = max(t for ts in times for t in ts) - days * sequences.DAY_SECONDS
-    with open(target, "w", encoding="utf-8") as f:
-        for line, ts in zip(lines, times, strict=True):
-            if not ts or all(t <= cut for t in ts):
-                f.write(line + "\n")
+    lines, times, _ = replay.read_log(source)
+    cut = max(t for ts in times for t in ts) - days * replay.DAY
+    replay.write_cut(lines, times, cut, target)
     return cut
 
 

@@ -33,10 +33,8 @@ def order_events(events: Iterable[RawEvent]) -> tuple[list[str], int]:
     Returns:
         (items oldest first, number of duplicate events dropped).
     """
-    events = list(events)
-    unique = set(events)
-    ordered = sorted(unique, key=lambda e: (e[0], e[1], e[2] is None, e[2] or 0.0))
-    return [item for _, item, _ in ordered], len(events) - len(unique)
+    timed, duplicates = order_timed_events(events)
+    return [item for _, item in timed], duplicates
 
 
 def kcore_round(
@@ -296,7 +294,7 @@ TimedItems = list[tuple[float, str]]
 
 def order_timed_events(events: Iterable[RawEvent]) -> tuple[TimedItems, int]:
     """`order_events`, keeping each event's time: ((timestamp, item) oldest
-    first, duplicates dropped)."""
+    first, number of duplicate events dropped)."""
     events = list(events)
     unique = set(events)
     ordered = sorted(unique, key=lambda e: (e[0], e[1], e[2] is None, e[2] or 0.0))

@@ -84,15 +84,22 @@ def served_ranks(top_k, histories: np.ndarray, targets: np.ndarray) -> np.ndarra
     """0-based rank of each raw target among what `top_k` serves for its raw
     history ([B, L] strings, "" padding): the whole served ranking; a target it
     does not rank (unknown, or a history item under "new") ranks last."""
+    return served_rankings(top_k, histories, targets)[0]
+
+
+def served_rankings(top_k, histories: np.ndarray, targets: np.ndarray) -> tuple:
+    """`served_ranks`, and the served ranking itself: (ranks [B], item ids
+    [B, |V|] as bytes, "" past each row's `num_results`)."""
     everything = tf.constant(np.iinfo(np.int32).max, tf.int32)  # Clipped to |V|.
     histories = np.asarray(histories, dtype=object).astype(bytes)
     targets = np.asarray(targets, dtype=object).astype(bytes)
     out = top_k(history=tf.constant(histories), k=everything)
     ids = out[export.ITEM_IDS].numpy()
     num_results = out[export.NUM_RESULTS].numpy()
-    found = ids == targets[:, None]
-    found &= np.arange(ids.shape[1])[None, :] < num_results[:, None]
-    return np.where(found.any(axis=1), found.argmax(axis=1), ids.shape[1])
+    real = np.arange(ids.shape[1])[None, :] < num_results[:, None]
+    found = (ids == targets[:, None]) & real
+    ranks = np.where(found.any(axis=1), found.argmax(axis=1), ids.shape[1])
+    return ranks, np.where(real, ids, b"")
 
 
 def _record(base: str, decision: dict) -> None:
