@@ -148,11 +148,20 @@ def _served(workdir: str) -> str | None:
 
 
 def replay(
-    log_path: str, every_days: float, steps: int, config: dict, output: str, log=print
+    log_path: str,
+    every_days: float,
+    steps: int,
+    config: dict,
+    output: str,
+    log=print,
+    serve: bool = False,
 ) -> list[dict]:
-    """Replay `log_path` (see the module); returns one row per step."""
+    """Replay `log_path` (see the module); returns one row per step. With
+    `serve`, `genni serve` runs on the loop's models directory from the first
+    published version on, asked all along (`serving.probe`)."""
     from genni.pipeline.cli import workflow
     from genni.pipeline.preprocess import outputs
+    from genni.pipeline.serving.probe import ServeProbe
     from genni.pipeline.training import rundir
 
     if steps < 1 or every_days <= 0:
@@ -174,17 +183,22 @@ def replay(
     known: set = set()
     new_items: dict[str, int] = {}
     reached: set = set()
-    for step, cut in enumerate(cuts, start=1):
-        step_log = os.path.join(output, "logs", f"step{step:02d}{suffix}")
-        write_cut(lines, times, cut, step_log)
-        row: dict = {"step": step, "cut": cut}
-        for name, loop in loops.items():
-            loop = {**loop, "input": step_log, "workdir": os.path.join(output, name)}
-            start = time.perf_counter()
-            result = workflow.run(loop, log=lambda m, n=name: log(f"[{n}] {m}"))
-            row[f"{name}_seconds"] = round(time.perf_counter() - start, 1)
-            row[f"{name}_export"] = result["export"]["decision"]
-            if name == "warm":
+    probe = None
+    try:
+        for step, cut in enumerate(cuts, start=1):
+            step_log = os.path.join(output, "logs", f"step{step:02d}{suffix}")
+            write_cut(lines, times, cut, step_log)
+            histories, targets = next_period_cases(events, cut, cut + every_days * DAY)
+            row: dict = {"step": step, "cut": cut, "cases": len(targets)}
+            for name, loop in loops.items():
+                workdir = os.path.join(output, name)
+                loop = {**loop, "input": step_log, "workdir": workdir}
+                start = time.perf_counter()
+                result = workflow.run(loop, log=lambda m, n=name: log(f"[{n}] {m}"))
+                row[f"{name}_seconds"] = round(time.perf_counter() - start, 1)
+                row[f"{name}_export"] = result["export"]["decision"]
+                if name != "warm":
+                    continue
                 _, vocabulary = outputs.read_vocabulary(result["data"])
                 arrived = set(vocabulary) - known if known else set()
                 new_items.update((item, step) for item in arrived)
@@ -194,26 +208,40 @@ def replay(
                 row["items"] = stats["items"]
                 split = stats.get("time_split") or {}
                 row["new_item_share"] = split.get("test_new_item_share")
-        histories, targets = next_period_cases(events, cut, cut + every_days * DAY)
-        row["cases"] = len(targets)
-        if first is None:  # The first step's version: never retrained.
-            first = _served(os.path.join(output, "warm"))
-        top10: set = set()
-        for name in ("warm", "scratch"):
-            served = _served(os.path.join(output, name))
-            collect = top10 if name == "warm" else None
-            row[name] = (
-                score_version(served, histories, targets, served=collect)
-                if targets
-                else {}
-            )
-        reached |= {item for item in top10 if item in new_items}
-        row["new_items_reached"] = len(reached)
-        row["never"] = score_version(first, histories, targets) if targets else {}
-        row["popular"] = score_popular(events, cut, histories, targets, new_rule)
-        rows.append(row)
-        log(f"step {step}: " + json.dumps({v: row[v] for v in VARIANTS}))
-        write_report(rows, output, log_path, every_days, steps)  # After each step.
+                if serve and probe is None:  # From the first published version.
+                    probe = ServeProbe(
+                        os.path.join(workdir, "models"),
+                        os.path.join(output, "serve.log"),
+                    ).start()
+                    log(f"[serve] genni serve on {probe.url}, gRPC {probe.target}")
+                if probe is not None:  # Users of the next period ask it.
+                    probe.ask(histories)
+            if first is None:  # The first step's version: never retrained.
+                first = _served(os.path.join(output, "warm"))
+            top10: set = set()
+            for name in ("warm", "scratch"):
+                served = _served(os.path.join(output, name))
+                collect = top10 if name == "warm" else None
+                row[name] = (
+                    score_version(served, histories, targets, served=collect)
+                    if targets
+                    else {}
+                )
+            reached |= {item for item in top10 if item in new_items}
+            row["new_items_reached"] = len(reached)
+            row["never"] = score_version(first, histories, targets) if targets else {}
+            row["popular"] = score_popular(events, cut, histories, targets, new_rule)
+            if probe is not None:
+                row["serve"] = probe.counts()  # So far.
+            rows.append(row)
+            log(f"step {step}: " + json.dumps({v: row[v] for v in VARIANTS}))
+            write_report(rows, output, log_path, every_days, steps)  # After each.
+    finally:
+        if probe is not None:
+            probe.stop()
+    if probe is not None:  # The last step's swap is served a while too.
+        rows[-1]["serve"] = probe.counts()
+        write_report(rows, output, log_path, every_days, steps)
     return rows
 
 
@@ -257,6 +285,19 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
         "in a served top-10 of the loop from the step that first knew them: "
         f"{rows[-1].get('new_items_reached', 0)}.",
     ]
+    serving = rows[-1].get("serve")
+    if serving:
+        by_api = serving["by_api"]
+        lines += [
+            "",
+            f"`--serve`: {serving['requests']:,} requests to `genni serve` on the "
+            f"loop's models (REST {by_api['rest']['requests']:,}, gRPC "
+            f"{by_api['grpc']['requests']:,}), {serving['failures']:,} failed; "
+            "versions that answered, in order: "
+            + ", ".join(str(v) for v in serving["versions"])
+            + ".",
+        ]
+        lines += [f"- {error}" for error in serving["errors"]]
     with open(os.path.join(output, "replay.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     try:
@@ -291,7 +332,7 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
         every_days = float(every)
     except ValueError:
         raise ValueError(f"--every takes days, e.g. 7d. Got {args.every!r}.") from None
-    replay(args.input, every_days, args.steps, config, args.output)
+    replay(args.input, every_days, args.steps, config, args.output, serve=args.serve)
     print(f"Report: {os.path.join(args.output, 'replay.md')}")
     return 0
 
@@ -314,4 +355,12 @@ def add_replay(commands) -> None:
         "the replay sets them (--input cut at each step, --output).",
     )
     p.add_argument("--output", required=True, help="Directory to write.")
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="Run `genni serve` on the loop's models directory from the first "
+        "published version on, with a client asking it all along (REST and gRPC, "
+        "the next period's histories): the report counts its requests and "
+        "failures across every swap.",
+    )
     p.set_defaults(handler=_replay)

@@ -31,7 +31,8 @@ def test_a_replay_runs_end_to_end(tmp_path):
     )
     out = tmp_path / "replay"
     args = ["replay", "--input", str(log), "--every", "6d", "--steps", "2"]
-    assert cli.main([*args, "--config", str(config), "--output", str(out)]) == 0
+    args += ["--config", str(config), "--output", str(out), "--serve"]
+    assert cli.main(args) == 0
     rows = json.loads((out / "replay.json").read_text())
     assert [r["step"] for r in rows] == [1, 2]
     for row in rows:
@@ -53,3 +54,9 @@ def test_a_replay_runs_end_to_end(tmp_path):
     text = (out / "replay.md").read_text()
     assert "Mean NDCG@10" in text and "| 2 |" in text and "entered" in text
     assert (out / "replay.png").exists()
+    # `--serve`: genni serve on the loop's models from step 1's version on,
+    # asked all along, never failing.
+    serving = rows[-1]["serve"]
+    assert serving["requests"] > 0 and serving["failures"] == 0, serving["errors"]
+    assert serving["versions"][0] == 1
+    assert "requests to `genni serve`" in text

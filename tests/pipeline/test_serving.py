@@ -298,3 +298,39 @@ def test_hot_swap_under_load_has_no_failures(exported, server):
         == "2"
     )
     assert failures == [] and len(answers) > 10
+
+
+def _wait(condition, seconds=120):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_the_probe_counts_every_answer_across_a_swap_and_every_failure(
+    exported, tmp_path
+):
+    from genni.pipeline.serving.probe import ServeProbe
+
+    _, base, _, items = exported
+    models = tmp_path / "models"
+    shutil.copytree(os.path.join(base, "1"), models / "1")
+    probe = ServeProbe(str(models), str(tmp_path / "serve.log"), pause=0.01).start()
+    try:
+        probe.ask([[items[1], items[2]], [items[5]], []])
+        _wait(lambda: probe.counts()["requests"] >= 10)
+        # A new version lands as the guard writes one: whole, then renamed.
+        shutil.copytree(models / "1", tmp_path / "staged")
+        os.rename(tmp_path / "staged", models / "2")
+        _wait(lambda: 2 in probe.counts()["versions"])
+        counts = probe.counts()
+        assert counts["failures"] == 0, counts["errors"]
+        assert counts["versions"] == [1, 2]
+        assert min(api["requests"] for api in counts["by_api"].values()) >= 5
+        probe._process.kill()  # A server that dies: every request fails, counted.
+        _wait(lambda: probe.counts()["failures"] >= 4)
+        errors = probe.counts()["errors"]
+        assert any(e.startswith("rest") for e in errors)
+        assert any(e.startswith("grpc") for e in errors)
+    finally:
+        probe.stop()
