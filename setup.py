@@ -29,11 +29,13 @@ INSTALL_REQUIRES = [
     "numpy>=1.26",
     "tqdm>=4.66",
     "matplotlib>=3.9,<4",  # `genni replay`'s plot (and the research report's).
+    "pydantic>=2.7,<3",  # Settings are converted by their declared type.
 ]
 
 EXTRAS_REQUIRE = {
     # pytest-xdist: `make test` runs the suite's files on every core.
-    "dev": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.6"],
+    # hypothesis: property tests of the log readers and the settings.
+    "dev": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.6", "hypothesis>=6.100"],
     # Approximate top-K for large catalogs (`genni ann-index`, `serve --ann`).
     "ann": ["faiss-cpu==1.15.1"],
     # Runners beyond the DirectRunner.

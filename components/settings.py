@@ -8,8 +8,12 @@ with `setting(default, help, ...)`. From the fields alone:
   its fields to its parent's keys: `TrainConfig.from_dict({"alpha": 1.0,
   "hidden_size": 32})` fills its sampler's alpha and its model's width;
 - `add_flags` / `flag_values`: the command-line flags of a settings class;
-- each value is checked once, by the class that owns it (its field's `check`,
-  then the class's `validate` for rules between its fields).
+- each value is converted by its declared type and checked once, by the
+  class that owns it (`coerce`, its field's `check`, then the class's
+  `validate` for rules between its fields): the same rule for flags,
+  `--config` JSON, the pipeline's YAML and `tune` spaces. A bool is read from
+  true/false only (or "true"/"false"), an int never from 1.5 or true, a float
+  from 1e-3 or "1e-3" (finite only), a string never from a number.
 
 Adding a setting is one field, the code that reads it, and a test: the flag,
 its `--help`, `config.json` and the run key follow from the field. No
@@ -20,11 +24,79 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import re
 import typing
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any
+
+import pydantic
 
 MISSING = dataclasses.MISSING
+
+# How each declared type is named in an error.
+_KIND_WORDS = {
+    bool: "true or false",
+    int: "a whole number",
+    float: "a finite number",
+    str: "a string",
+}
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _from_text(kind: type, value: Any) -> Any:
+    """What a string of a config file means for `kind` (itself if nothing)."""
+    if not isinstance(value, str) or kind is str:
+        return value
+    text = value.strip()
+    if kind is bool:
+        return {"true": True, "false": False}.get(text.lower(), value)
+    if kind is int:
+        return int(text) if _INTEGER.fullmatch(text) else value
+    if kind is float:
+        try:
+            return float(text)
+        except ValueError:
+            return value
+    return value
+
+
+@functools.cache
+def _adapter(kind: type) -> pydantic.TypeAdapter:
+    """Pydantic's strict check of `kind` (no bool for a number, no number for
+    a string, no 1.5 for an int), after `_from_text`."""
+    extra: tuple = (pydantic.Strict(),)
+    if kind is float:
+        extra += (pydantic.AllowInfNan(False),)
+    parse = pydantic.BeforeValidator(functools.partial(_from_text, kind))
+    return pydantic.TypeAdapter(Annotated[kind, parse, *extra])
+
+
+def coerce(key: str, annotation: Any, value: Any) -> Any:
+    """`value` as the setting `key` of type `annotation` (int, float, str,
+    bool, or one of them | None) holds it; ValueError naming the setting, the
+    value and what is allowed."""
+    kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = bool(kinds) and len(kinds) < len(typing.get_args(annotation))
+    kind = kinds[0] if kinds else annotation
+    if value is None and optional:
+        return None
+    if kind not in _KIND_WORDS:
+        return value
+    try:
+        return _adapter(kind).validate_python(value)
+    except pydantic.ValidationError:
+        allowed = _KIND_WORDS[kind] + (" or null" if optional else "")
+        raise ValueError(f"`{key}` must be {allowed}. Got {value!r}.") from None
+
+
+def coerce_fields(settings: Any) -> None:
+    """Convert each field of the frozen dataclass `settings` in place by its
+    annotation (`coerce`); for dataclasses that are not `Settings`."""
+    hints = typing.get_type_hints(type(settings))
+    for f in dataclasses.fields(settings):
+        value = coerce(f.name, hints[f.name], getattr(settings, f.name))
+        object.__setattr__(settings, f.name, value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +215,8 @@ class Settings:
 
     def __post_init__(self) -> None:
         for f in _own_fields(type(self)):
-            value = getattr(self, f.path[-1])
+            value = coerce(f.key, f.type, getattr(self, f.path[-1]))
+            object.__setattr__(self, f.path[-1], value)
             choices = f.choices()
             if choices is not None and value not in choices:
                 raise ValueError(f"`{f.key}` must be one of {choices}. Got {value!r}.")

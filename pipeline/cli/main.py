@@ -19,7 +19,15 @@ import argparse
 import os
 import sys
 
-from genni.pipeline.cli import data, quiet, replay, serving, training, workflow
+from genni.pipeline.cli import (
+    beam_flags,
+    data,
+    quiet,
+    replay,
+    serving,
+    training,
+    workflow,
+)
 from genni.pipeline.cli.data import format_stats
 from genni.pipeline.cli.training import format_metrics, format_table
 
@@ -85,6 +93,14 @@ def set_process_environment() -> None:
     os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 
+def _flags(parser: argparse.ArgumentParser, command: str) -> list[str]:
+    """The option strings of `command`'s own parser."""
+    for action in parser._subparsers._group_actions:
+        if command in action.choices:
+            return list(action.choices[command]._option_string_actions)
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
     set_process_environment()
     parser = build_parser()
@@ -95,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if extra and args.command not in BEAM_COMMANDS:  # Only Beam takes extras.
             raise ValueError(f"Unknown arguments: {' '.join(extra)}")
+        if extra:  # And only what Beam's own options parse.
+            beam_flags.check(args.command, extra, _flags(parser, args.command))
         if args.verbose or args.command in LIGHT_COMMANDS:
             return args.handler(args, extra)
         if args.command in BEAM_COMMANDS:

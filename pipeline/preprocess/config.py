@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from genni.components import schema
+from genni.components import schema, settings
 from genni.pipeline.preprocess import formats, sequences
 
 DEFAULT_MAX_KCORE_ROUNDS = 30
@@ -62,6 +62,7 @@ class PreprocessConfig:
         return (float(self.valid_days) if self.valid_days else test), test
 
     def __post_init__(self) -> None:
+        settings.coerce_fields(self)  # The one rule of types (flags, YAML).
         if self.split not in sequences.SPLIT_RULES:
             raise ValueError(
                 f"`split` must be one of {sequences.SPLIT_RULES}. Got {self.split!r}."
