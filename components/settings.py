@@ -398,3 +398,47 @@ def with_followers(cls: type, values: dict) -> dict:
         if source and values.get(source) is not None and f.key not in values:
             values[f.key] = values[source]
     return values
+
+
+def read_file(path: str, flag: str) -> dict:
+    """The mapping in the YAML or JSON file `path` (JSON is YAML), given as
+    `flag`: a file that cannot be read, is not YAML/JSON, repeats a key (at
+    any depth) or holds no mapping is a ValueError naming it."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        """PyYAML's safe loader, except that a repeated key is an error
+        instead of silently taking the last value."""
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    _Loader.add_constructor(
+        yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+        lambda loader, node: mapping(loader, node, deep=True),
+    )
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+    except OSError as e:
+        raise ValueError(f"Cannot read {flag} {path!r}: {e.strerror}.") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{flag} {path!r} is not UTF-8 text (byte {e.start}): a YAML or JSON "
+            "file is expected."
+        ) from None
+    try:
+        loaded = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{flag} {path!r} is not YAML/JSON: {e}") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{flag} {path!r} must hold a mapping (name: value).")
+    return loaded

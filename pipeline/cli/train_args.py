@@ -11,7 +11,6 @@ live with the setting. Here are only the flags that are not settings of a run
 from __future__ import annotations
 
 import argparse
-import json
 
 from genni.components import settings as fields
 from genni.pipeline.training.config import (
@@ -94,14 +93,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     --config, then the flags given."""
     values: dict = {}
     if args.config:
-        try:
-            with open(args.config) as f:
-                loaded = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            raise ValueError(f"Cannot read --config {args.config!r}: {e}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"--config {args.config!r} must hold a JSON object.")
-        values.update(loaded)
+        values.update(fields.read_file(args.config, "--config"))
     values.update(fields.flag_values(args, TrainConfig))
     values = fields.with_followers(TrainConfig, values)
     if getattr(args, "preset", None):

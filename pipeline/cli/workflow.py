@@ -41,39 +41,23 @@ import json
 import os
 
 from genni.components import schema
+from genni.components.settings import (
+    NON_NEGATIVE,
+    Settings,
+    at_least,
+    read_file,
+    setting,
+)
 
 STAMP_DIR = ".pipeline"
 SERVED = "served"  # `train: {warm_start: served}`
 SECTIONS = ("input", "workdir", "preprocess", "tune", "train", "export")
-EXPORT_SETTINGS = ("k", "max_regression", "split", "candidates")
-TUNE_SETTINGS = (
-    "oracle",
-    "max_trials",
-    "epochs_per_trial",
-    "patience",
-    "space",
-    "seed",
-    "pack",
-    "candidates",
-)
 
 
 def load_config(path: str, needs: tuple[str, ...] = ("input", "workdir")) -> dict:
     """The pipeline file (YAML or JSON), checked: unknown sections are errors;
     `needs`: the sections it must have."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as e:
-        raise ValueError(f"Cannot read --config {path!r}: {e}") from None
-    import yaml  # JSON is YAML too.
-
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ValueError(f"--config {path!r} is not YAML/JSON: {e}") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"--config {path!r} must hold a mapping of sections.")
+    config = read_file(path, "--config")
     unknown = sorted(set(config) - set(SECTIONS))
     if unknown:
         raise ValueError(
@@ -87,9 +71,45 @@ def load_config(path: str, needs: tuple[str, ...] = ("input", "workdir")) -> dic
         value = config.get(name)
         if value is not None and not isinstance(value, dict):
             raise ValueError(f"`{name}:` in {path!r} must be a mapping of settings.")
-    _check_names("export", config.get("export"), EXPORT_SETTINGS)
-    _check_names("tune", config.get("tune"), TUNE_SETTINGS)
+    check(config)
     return config
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportConfig(Settings):
+    """The `export:` section: the guarded export of each new run."""
+
+    KIND = "`export:` settings"
+
+    k: int = setting(10, "Items per answer.", check=at_least(1))
+    max_regression: float = setting(
+        0.0, "NDCG@10 points a candidate may lose.", check=NON_NEGATIVE
+    )
+    split: str = setting(
+        schema.VALID, "Where the guard compares.", choices=(schema.VALID, schema.TEST)
+    )
+    candidates: str | None = setting(
+        None, "The ranking rule (default: the run's).", choices=(None, "new", "all")
+    )
+
+
+def check(config: dict) -> None:
+    """Every section's settings, read and checked before any step writes:
+    a wrong name, type or value is refused here, not steps later."""
+    from genni.pipeline.preprocess.config import PreprocessConfig
+    from genni.pipeline.training.config import TuneConfig
+
+    ExportConfig.from_dict(config.get("export") or {})
+    if config.get("tune") is not None:
+        TuneConfig.from_dict(config["tune"])
+    preprocess = dict(config.get("preprocess") or {})
+    for name in ("input", "output", "overwrite", "previous"):
+        if name in preprocess:
+            raise ValueError(f"`preprocess: {name}` is set by the pipeline.")
+    known = {f.name for f in dataclasses.fields(PreprocessConfig)}
+    _check_names("preprocess", preprocess, tuple(sorted(known)))
+    PreprocessConfig(input="", output="", **preprocess)
+    train_config(config, "", {})
 
 
 def _check_names(section: str, values: dict | None, known: tuple) -> None:
@@ -142,11 +162,6 @@ def step_preprocess(config: dict, log, previous: str | None = None) -> str:
     from genni.pipeline.preprocess.config import PreprocessConfig
 
     settings = dict(config.get("preprocess") or {})
-    for name in ("input", "output", "overwrite", "previous"):
-        if name in settings:
-            raise ValueError(f"`preprocess: {name}` is set by the pipeline.")
-    known = {f.name for f in dataclasses.fields(PreprocessConfig)}
-    _check_names("preprocess", settings, tuple(sorted(known)))
     key = _digest([settings, input_fingerprint(config["input"])])
     data = os.path.join(config["workdir"], "data", key)
     if os.path.exists(os.path.join(data, schema.STATS_FILE)):
@@ -257,7 +272,7 @@ def step_evaluate(run_dir: str, log) -> dict:
 def step_export(config: dict, data: str, run_dir: str, log) -> dict:
     from genni.pipeline.serving import guard
 
-    settings = dict(config.get("export") or {})
+    settings = ExportConfig.from_dict(config.get("export") or {})
     base = os.path.join(config["workdir"], "models")
     served = guard.served_version(base)
     if served is not None:
@@ -265,8 +280,8 @@ def step_export(config: dict, data: str, run_dir: str, log) -> dict:
             same_run = os.path.abspath(decision.get("run", "")) == os.path.abspath(
                 run_dir
             )
-            if not same_run:
-                continue
+            if not same_run or not _same_export(decision, settings):
+                continue  # Another run, or other export settings: judge again.
             if decision.get("version") == served:
                 log(f"export: up to date (version {served} serves {run_dir})")
                 return decision
@@ -279,15 +294,29 @@ def step_export(config: dict, data: str, run_dir: str, log) -> dict:
         run_dir,
         base,
         against=base,
-        max_regression=settings.get("max_regression", 0.0),
-        split=settings.get("split", schema.VALID),
-        k=settings.get("k", 10),
+        max_regression=settings.max_regression,
+        split=settings.split,
+        k=settings.k,
         data_dir=data,
-        candidates=settings.get("candidates"),
+        candidates=settings.candidates,
         log=log,
     )
     log(f"export: {decision['decision']} ({decision['why']})")
     return decision
+
+
+def _same_export(decision: dict, settings: ExportConfig) -> bool:
+    """Whether `decision` was taken with these export settings (a decision
+    written before they were recorded: with the defaults of its time)."""
+    return all(
+        decision.get(name, default) == getattr(settings, name)
+        for name, default in (
+            ("k", 10),
+            ("max_regression", 0.0),
+            ("split", schema.VALID),
+            ("candidates", None),
+        )
+    )
 
 
 def _decisions(base: str) -> list[dict]:

@@ -150,6 +150,8 @@ def guarded_export(
             "split": split,
             "metric": METRIC,
             "max_regression": max_regression,
+            "k": k,
+            "candidates": candidates,
             "candidate": round(candidate[METRIC], 4),
             "against": against,
             "served_version": served,

@@ -289,3 +289,28 @@ class PretrainConfig(Settings):
             "map": self.map_weight,
             "sp": self.sp_weight,
         }
+
+
+ORACLES = ("random", "bayesian", "hyperband")  # keras-tuner's.
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneConfig(Settings):
+    """Settings of one search (`genni tune`, the pipeline's `tune:`)."""
+
+    KIND = "tune settings"
+
+    oracle: str = setting("random", "keras-tuner's oracle.", choices=ORACLES)
+    max_trials: int = setting(12, "Trials of the search.", check=at_least(1))
+    epochs_per_trial: int = setting(30, "Most epochs a trial.", check=at_least(1))
+    patience: int = setting(
+        10,
+        "A trial stops after this many epochs without a better one.",
+        check=at_least(1),
+    )
+    space: str | None = setting(None, "JSON/YAML file replacing space entries.")
+    seed: int = setting(0, "Seed of the oracle and of every trial.")
+    pack: bool = setting(False, "Train the trials on packed batches.")
+    candidates: str = setting(
+        "new", "The ranking rule of every trial's validation.", choices=CANDIDATES
+    )

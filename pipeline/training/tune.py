@@ -20,13 +20,13 @@ import time
 
 import keras_tuner as kt
 
+from genni.components import settings
 from genni.components.samplers import registry
 from genni.pipeline.training import config as configs
 from genni.pipeline.training import rundir, train
-from genni.pipeline.training.config import TrainConfig
+from genni.pipeline.training.config import ORACLES, TrainConfig, TuneConfig
 
 OBJECTIVE = "NDCG@10"
-ORACLES = ("random", "bayesian", "hyperband")
 PROJECT = "search"
 BEST_CONFIG_FILE = "best_config.json"
 RESULTS_FILE = "results.json"
@@ -69,48 +69,67 @@ def load_space(path: str | None) -> dict[str, object]:
     if path is None:
         return space
     try:
-        with open(path) as f:
-            text = f.read()
-        if path.endswith((".yaml", ".yml")):
-            import yaml
-
-            loaded = yaml.safe_load(text)
-        else:
-            loaded = json.loads(text)
-    except (OSError, ValueError) as e:
-        raise SpaceError(f"Cannot read --space {path!r}: {e}") from None
-    if not isinstance(loaded, dict):
-        raise SpaceError(f"--space {path!r} must map setting names to specs.")
+        loaded = settings.read_file(path, "--space")
+    except ValueError as e:
+        raise SpaceError(str(e)) from None
     unknown = sorted(set(loaded) - SPACE_NAMES)
     if unknown:
         raise SpaceError(
             f"--space {path!r}: unknown settings {unknown}; "
             f"known: {sorted(SPACE_NAMES)}."
         )
-    for name, spec in loaded.items():
-        _check_spec(name, spec)
-    space.update(loaded)
+    space.update({name: _check_spec(name, spec) for name, spec in loaded.items()})
     return space
 
 
-def _check_spec(name: str, spec: object) -> None:
+# The keys each kind of spec takes.
+SPEC_KEYS = {
+    "choice": ("type", "values"),
+    "int": ("type", "min", "max"),
+    "float": ("type", "min", "max", "log"),
+}
+
+
+def _check_spec(name: str, spec: object) -> object:
+    """`spec` with its values read by the setting's declared type (as
+    `genni train --config` reads them): a fixed value, or a dict of
+    `SPEC_KEYS`; SpaceError on anything else."""
+    kind_of = {f.key: f.type for f in TrainConfig.fields()}[name]
+
+    def typed(value: object, as_type: object = kind_of) -> object:
+        try:
+            return settings.coerce(name, as_type, value)
+        except ValueError as e:
+            raise SpaceError(str(e)) from None
+
     if not isinstance(spec, dict):
-        return  # A fixed value.
+        return typed(spec)  # A fixed value.
     kind = spec.get("type")
+    if kind not in SPEC_KEYS:
+        raise SpaceError(f"`{name}`: type must be choice, int or float; got {kind!r}.")
+    unknown = sorted(set(spec) - set(SPEC_KEYS[kind]))
+    if unknown:
+        raise SpaceError(
+            f"`{name}`: unknown keys {', '.join(map(str, unknown))} for a {kind} "
+            f"(known: {', '.join(SPEC_KEYS[kind])})."
+        )
     if kind == "choice":
         values = spec.get("values")
         if not isinstance(values, list) or not values:
             raise SpaceError(f"`{name}`: a choice needs a non-empty list `values`.")
-    elif kind in ("int", "float"):
-        low, high = spec.get("min"), spec.get("max")
-        if not isinstance(low, (int, float)) or not isinstance(high, (int, float)):
-            raise SpaceError(f"`{name}`: {kind} needs numbers `min` and `max`.")
-        if low > high:
-            raise SpaceError(f"`{name}`: min {low} is above max {high}.")
-        if spec.get("log") and low <= 0:
+        return {"type": kind, "values": [typed(v) for v in values]}
+    if "min" not in spec or "max" not in spec:
+        raise SpaceError(f"`{name}`: {kind} needs numbers `min` and `max`.")
+    number = int if kind == "int" else float
+    low, high = typed(spec["min"], number), typed(spec["max"], number)
+    if low > high:
+        raise SpaceError(f"`{name}`: min {low} is above max {high}.")
+    out = {"type": kind, "min": low, "max": high}
+    if kind == "float":
+        out["log"] = typed(spec.get("log", False), bool)
+        if out["log"] and low <= 0:
             raise SpaceError(f"`{name}`: a log scale needs min > 0.")
-    else:
-        raise SpaceError(f"`{name}`: type must be choice, int or float; got {kind!r}.")
+    return out
 
 
 def _default(name: str, spec: dict) -> object:
@@ -287,7 +306,28 @@ def tune(
     model and loss, faster on short sequences). `candidates`: the ranking rule
     of every trial's validation (`genni train --candidates`).
     """
-    space = load_space(space_file)
+    search = TuneConfig.of(  # Checked before anything is written.
+        oracle=oracle,
+        max_trials=max_trials,
+        epochs_per_trial=epochs_per_trial,
+        patience=patience,
+        space=space_file,
+        seed=seed,
+        pack=pack,
+        candidates=candidates,
+    )
+    oracle, max_trials, epochs_per_trial = (
+        search.oracle,
+        search.max_trials,
+        search.epochs_per_trial,
+    )
+    patience, seed, pack, candidates = (
+        search.patience,
+        search.seed,
+        search.pack,
+        search.candidates,
+    )
+    space = load_space(search.space)
     base = TrainConfig.of(
         **{
             **DEFAULT_SETTINGS,

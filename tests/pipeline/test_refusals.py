@@ -46,3 +46,23 @@ def test_batch_recommend_refuses_a_flag_it_does_not_have(tmp_path, capsys):
     args = ["batch-recommend", "--model", str(tmp_path), "--input", "x"]
     assert cli.main([*args, "--output", str(tmp_path / "o"), "--top-k", "3"]) == 2
     assert "unrecognized arguments: --top-k 3" in capsys.readouterr().err
+
+
+def test_tune_refuses_zero_trials_before_writing(tmp_path, capsys):
+    out = tmp_path / "search"
+    args = ["tune", "--data", str(tmp_path), "--output", str(out), "--max-trials", "0"]
+    assert cli.main(args) == 2
+    assert "`max_trials` must be at least 1. Got 0." in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_train_reads_its_config_file_by_the_settings_types(tmp_path, capsys):
+    config = tmp_path / "c.yaml"  # YAML too (JSON is YAML).
+    config.write_text("exclude_seen: 'false'\npack: 'no'\n")
+    args = ["train", "--data", str(tmp_path), "--output", str(tmp_path / "r")]
+    assert cli.main([*args, "--config", str(config)]) == 2
+    assert "`pack` must be true or false. Got 'no'." in capsys.readouterr().err
+    config.write_text('{"epochs": 2, "epochs": 3}')
+    assert cli.main([*args, "--config", str(config)]) == 2
+    assert "the key 'epochs' is given twice" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

@@ -104,8 +104,12 @@ def test_hyperparameters_map_to_a_valid_config():
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("{not json", "Cannot read --space"),
-        ('["sampler"]', "must map setting names"),
+        ("{not json", "is not YAML/JSON"),
+        ('["sampler"]', "must hold a mapping"),
+        ('{"alpha": 1, "alpha": 2}', "the key 'alpha' is given twice"),
+        ('{"alpha": {"type": "float", "min": 0, "max": 1, "logg": true}}', "logg"),
+        ('{"hidden_size": {"type": "int", "min": 16, "max": 64.5}}', "whole number"),
+        ('{"learning_rate": {"type": "choice", "values": ["fast"]}}', "finite number"),
         ('{"alpah": 1}', "unknown settings"),
         ('{"alpha": {"type": "float", "min": 3, "max": 1}}', "above max"),
         ('{"beta": {"type": "float", "min": 0, "max": 1, "log": true}}', "log scale"),

@@ -59,6 +59,10 @@ def test_second_run_does_nothing(pipeline_file, monkeypatch, capsys):
     for step in ("preprocess", "train", "export"):
         assert f"{step}: up to date" in out
     assert guard.served_version(base) == 1
+    # The export step is up to date only for the same export settings.
+    path = pipeline_file(export={"k": 3})
+    with pytest.raises(AssertionError, match="skipped"):
+        workflow.run(workflow.load_config(path), log=lambda _: None)
 
 
 def test_changed_settings_train_and_guard_a_new_run(pipeline_file, capsys):
@@ -119,13 +123,30 @@ def test_new_input_is_preprocessed_again(pipeline_file, tmp_path, monkeypatch):
         ("input: x\nworkdir: w\ntrainer: {}\n", "Unknown sections"),
         ("input: x\nworkdir: w\nexport: {kk: 1}\n", "Unknown `export:` settings"),
         ("- a\n", "mapping"),
+        # Issue 46: every section is read by the settings' types and checked
+        # before any step writes.
+        ("input: x\nworkdir: w\nexport: {k: -3}\n", "`k` must be at least 1"),
+        ("input: x\nworkdir: w\nexport: {split: tset}\n", "`split` must be one of"),
+        ("input: x\nworkdir: w\ntrain: {epochs: 1.5}\n", "`epochs` must be a whole"),
+        ("input: x\nworkdir: w\ntrain: {batch_size: true}\n", "`batch_size` must"),
+        ("input: x\nworkdir: w\ntune: {max_trials: 0}\n", "`max_trials` must be at"),
+        ("input: x\nworkdir: w\npreprocess: {min_count: two}\n", "`min_count` must"),
+        ("input: x\nworkdir: w\ninput: y\n", "the key 'input' is given twice"),
+        ("input: x\nworkdir: w\ntrain: {epochs: 1, epochs: 2}\n", "given twice"),
     ],
 )
-def test_bad_pipeline_files(tmp_path, text, message, capsys):
+def test_bad_pipeline_files(tmp_path, text, message, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # workdir `w` would be here.
     path = tmp_path / "p.yaml"
     path.write_text(text)
     assert cli.main(["pipeline", "--config", str(path)]) == cli.EXIT_USAGE
     assert message in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_yaml_float_like_1e_3_is_a_float():
+    config = {"input": "x", "workdir": "w", "train": {"learning_rate": "1e-3"}}
+    assert workflow.train_config(config, "D", {}).learning_rate == 0.001
 
 
 def _timed_log(path, users, days, items, new=0):
