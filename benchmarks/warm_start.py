@@ -71,6 +71,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", default=None, help="Keep the runs here.")
     parser.add_argument("--name", default="warm_start")
+    parser.add_argument(
+        "--warm-learning-rates",
+        type=float,
+        nargs="*",
+        default=[],
+        help="Also warm-start (random new rows) at each of these learning rates.",
+    )
     args = parser.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="warm_start_")
     os.makedirs(work, exist_ok=True)
@@ -87,12 +94,16 @@ def main() -> None:
     shutil.rmtree(base_dir, ignore_errors=True)
     base = run(TrainConfig.of(data=old, output=base_dir, **settings))
     rows = []
-    for label, extra in VARIANTS:
+    variants = list(VARIANTS) + [
+        (f"warm, learning rate {lr:g}", {"learning_rate": lr})
+        for lr in args.warm_learning_rates
+    ]
+    for label, extra in variants:
         output = os.path.join(work, label.split(",")[0] + "_" + str(len(rows)))
         shutil.rmtree(output, ignore_errors=True)
         if extra:
-            extra = {**extra, "warm_start": base_dir}
-        result = run(TrainConfig.of(data=new, output=output, **settings, **extra))
+            extra = {**settings, **extra, "warm_start": base_dir}
+        result = run(TrainConfig.of(data=new, output=output, **{**settings, **extra}))
         rows.append({"variant": label, **result})
         print(label, json.dumps(result), flush=True)
     command = (
@@ -101,6 +112,10 @@ def main() -> None:
         f"{args.grow_days:g} --test-days {args.test_days:g} --epochs {args.epochs} "
         f"--seed {args.seed}"
     )
+    if args.warm_learning_rates:
+        command += " --warm-learning-rates " + " ".join(
+            f"{lr:g}" for lr in args.warm_learning_rates
+        )
     time_split = stats["time_split"]
     lines = [
         f"# Warm start on a grown log ({os.path.basename(args.input)})",
