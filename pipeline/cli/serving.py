@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from genni.pipeline.cli import data, train_args
 
 EXIT_REFUSED = 3  # `genni export --against`: the candidate was not published.
+
+
+def warn_unfinished(run: str) -> None:
+    from genni.pipeline.training import rundir
+
+    if os.path.isdir(run) and not rundir.finished(run):
+        print(
+            f"Warning: {rundir.unfinished_message(run)}; using its best weights "
+            "so far.",
+            file=sys.stderr,
+        )
 
 
 def _export(args: argparse.Namespace, extra: list[str]) -> int:
@@ -17,6 +29,7 @@ def _export(args: argparse.Namespace, extra: list[str]) -> int:
         return _guarded_export(args)
     if args.max_regression is not None:
         raise ValueError("--max-regression needs --against MODEL_BASE.")
+    warn_unfinished(args.run)
     path = export.export(
         args.run, args.output, args.version, args.k, args.data, args.candidates
     )
@@ -86,14 +99,25 @@ def _recommend(args: argparse.Namespace, extra: list[str]) -> int:
 
     if bool(args.server) == bool(args.model_base_path):
         raise ValueError("Pass exactly one of --server URL or --model-base-path P.")
-    if args.server:
-        result = client.recommend_rest(
-            args.server, args.model_name, args.history, args.k
-        )
-    else:
-        result = client.recommend_local(args.model_base_path, args.history, args.k)
+    if args.k is not None and args.k < 1:
+        raise ValueError(f"--k must be at least 1; got {args.k}.")
+
+    def ask(history):
+        if args.server:
+            return client.recommend_rest(args.server, args.model_name, history, args.k)
+        return client.recommend_local(args.model_base_path, history, args.k)
+
+    result = ask(args.history)
     for rank, (item, score) in enumerate(zip(*result, strict=True), start=1):
         print(f"{rank:3d}. {item}  {score:.4f}")
+    # Unknown ids are dropped by the model: a history of none it knows gets
+    # the answer of an empty one, its fallback. Say so.
+    if result == ask([""]):
+        print(
+            "Note: no item of --history is known to the model: these are its "
+            "answer to an empty history (the most popular items).",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -89,8 +89,10 @@ def _pretrain(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _evaluate(args: argparse.Namespace, extra: list[str]) -> int:
+    from genni.pipeline.cli.serving import warn_unfinished
     from genni.pipeline.training import train
 
+    warn_unfinished(args.run)
     metrics, repeats = train.evaluate(args.run, args.data, args.split, args.candidates)
     if args.json:
         print(json.dumps({**metrics, "repeats": repeats}, indent=2))

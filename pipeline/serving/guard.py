@@ -27,7 +27,7 @@ from genni.components import schema
 from genni.components.metrics import RankingAccumulator
 from genni.pipeline import atomic
 from genni.pipeline.serving import export
-from genni.pipeline.training import data, evaluate, train
+from genni.pipeline.training import data, evaluate, rundir, train
 
 METRIC = "NDCG@10"
 DECISIONS_FILE = "decisions.jsonl"
@@ -133,6 +133,8 @@ def guarded_export(
         )
     if split not in schema.SPLITS[1:]:
         raise ValueError(f"`split` must be one of {schema.SPLITS[1:]}. Got {split!r}.")
+    if not rundir.finished(run_dir):  # Never published: its best may be stale.
+        raise ValueError(rundir.unfinished_message(run_dir) + ".")
     data_dir = data_dir or train.read_config(run_dir).data
     os.makedirs(base, exist_ok=True)
     scratch = os.path.join(base, f".candidate-{uuid.uuid4().hex[:8]}")

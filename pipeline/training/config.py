@@ -14,6 +14,7 @@ Only entry points (the CLI, benchmarks, the tuner) build a `TrainConfig` or
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from genni.components.samplers import registry
 from genni.components.samplers.config import SamplerConfig
@@ -53,6 +54,18 @@ LOSSES = ("bce", "bpr", "softmax", "sampled_softmax")
 # was 0.38 after 12; with 0.05 it reached about 1 by epoch 7, then moved
 # between 0.6 and 1.
 DEFAULT_ALPHA_STEP = 0.05
+
+
+def refuse_output_in_data(output: str, data: str) -> None:
+    """A run directory that is, or is inside, its dataset would write into it."""
+    if not output or not data:
+        return
+    out, data_dir = os.path.realpath(output), os.path.realpath(data)
+    if out == data_dir or out.startswith(data_dir.rstrip(os.sep) + os.sep):
+        raise ValueError(
+            f"--output {output!r} is, or is inside, --data {data!r}: a run "
+            "writes its own directory; choose one outside the dataset."
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +154,7 @@ class TrainConfig(Settings):
             raise ValueError(
                 "--init-from (a pre-training) and --warm-start (a run): choose one."
             )
+        refuse_output_in_data(self.output, self.data)
 
     def encoder(self, info) -> SASRecConfig:
         """The run's encoder on the dataset `info` (a `DatasetInfo`) describes."""
@@ -261,6 +275,9 @@ class PretrainConfig(Settings):
     num_negatives: int = setting(1, "k for MIP.", check=at_least(1))
     model: ModelConfig = nested(ModelConfig)
     seed: int = setting(0, "Seed of every random stream of the run.")
+
+    def validate(self) -> None:
+        refuse_output_in_data(self.output, self.data)
 
     def encoder(self, info) -> SASRecConfig:
         """The encoder being pre-trained, on the dataset `info` describes."""

@@ -283,7 +283,14 @@ def read_config(pretrain_dir: str) -> PretrainConfig:
         raise FileNotFoundError(
             f"{path} not found: is {pretrain_dir!r} the output of `genni pretrain`?"
         )
-    return PretrainConfig.from_dict(rundir.read_json(path))
+    saved = rundir.read_json(path)
+    if "loss" in saved and "mask_probability" not in saved:
+        raise ValueError(
+            f"{pretrain_dir!r} is a `genni train` run, not a `genni pretrain` "
+            "output: --init-from takes a pre-training; start from a run with "
+            "--warm-start."
+        )
+    return PretrainConfig.from_dict(saved)
 
 
 def initialize(encoder: SASRecEncoder, config: TrainConfig) -> list[str]:

@@ -70,6 +70,21 @@ def started(output: str) -> bool:
     return os.path.exists(os.path.join(output, CONFIG_FILE))
 
 
+def finished(output: str) -> bool:
+    """Whether the run in `output` finished: its metrics.json, written after
+    its last epoch and the test evaluation (and holding `finished`, the time,
+    since runs recorded it), exists. A killed run has best weights but is not
+    finished until `--resume` ends it."""
+    return os.path.exists(os.path.join(output, METRICS_FILE))
+
+
+def unfinished_message(output: str) -> str:
+    return (
+        f"{output!r} is an unfinished run (no {METRICS_FILE}: it stopped before "
+        "its last epoch); finish it with `genni train --resume` (its flags)"
+    )
+
+
 def write_json(path: str, value: object) -> None:
     """Write JSON atomically (a killed run never leaves half a file, and
     processes writing the same file never share a temporary one)."""

@@ -30,6 +30,7 @@ never the best one.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import shutil
 import statistics
@@ -174,8 +175,17 @@ def train(
     `config.output` (the chief's claim; other workers keep their own dirs).
     """
     chief = worker_task(strategy) is None
-    with rundir.claim(config.output) if chief else contextlib.nullcontext():
-        return _train(config, resume, verbose, strategy)
+    fresh = chief and not os.path.exists(config.output)
+    try:
+        with rundir.claim(config.output) if chief else contextlib.nullcontext():
+            return _train(config, resume, verbose, strategy)
+    except (ValueError, FileNotFoundError):
+        # Refused before its first checkpoint (a dataset, --init-from or
+        # --warm-start that does not fit): leave nothing behind, so that the
+        # corrected command runs as a new run, not as a --resume.
+        if fresh and not os.path.exists(os.path.join(config.output, BEST_DIR)):
+            shutil.rmtree(config.output, ignore_errors=True)
+        raise
 
 
 class _Progbar(tf.keras.callbacks.ProgbarLogger):
@@ -438,5 +448,7 @@ def _finish(config: TrainConfig, state: dict, valid: dict, test: dict) -> dict:
             for r in history
         ],
         "history": history,
+        # A run is finished when its metrics.json is written (rundir.finished).
+        "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     return result

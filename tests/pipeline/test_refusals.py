@@ -3,10 +3,12 @@ anything (issue 46): typo'd flags, values of the wrong type, unfinished runs,
 retries after a refusal."""
 
 import json
+import os
 
 import pytest
 
 from genni.pipeline.cli import main as cli
+from genni.pipeline.training.config import TrainConfig
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +68,52 @@ def test_train_reads_its_config_file_by_the_settings_types(tmp_path, capsys):
     assert cli.main([*args, "--config", str(config)]) == 2
     assert "the key 'epochs' is given twice" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("inside", ["", "runs/r1"])
+def test_train_refuses_an_output_that_is_or_is_inside_its_data(
+    tmp_path, capsys, inside
+):
+    data = tmp_path / "data"
+    data.mkdir()
+    output = data / inside if inside else data
+    args = ["train", "--data", str(data), "--output", str(output)]
+    assert cli.main(args) == 2
+    assert "is, or is inside, --data" in capsys.readouterr().err
+    assert sorted(p.name for p in data.iterdir()) == []  # Nothing written.
+    # A sibling whose name starts the same is not inside.
+    TrainConfig.of(data=str(data), output=str(tmp_path / "data2"))
+
+
+OLD_RUNS = os.path.join(os.path.dirname(__file__), "..", "data", "old_runs")
+
+
+def test_an_unfinished_run_is_never_published_and_export_warns(tmp_path, capsys):
+    from genni.pipeline.cli.serving import warn_unfinished
+
+    killed = next(  # Runs killed in their last epoch: best weights, no metrics.
+        os.path.join(OLD_RUNS, name)
+        for name in sorted(os.listdir(OLD_RUNS))
+        if os.path.isdir(os.path.join(OLD_RUNS, name, "best"))
+    )
+    base = tmp_path / "models"
+    args = ["export", "--run", killed, "--output", str(base), "--against", str(base)]
+    assert cli.main(args) == 2
+    assert "is an unfinished run" in capsys.readouterr().err
+    assert not base.exists()  # Nothing written.
+    warn_unfinished(killed)
+    assert "Warning:" in capsys.readouterr().err
+
+
+def test_a_refused_run_leaves_nothing_behind(tmp_path, capsys):
+    run = tmp_path / "r2"
+    for _ in range(2):  # The retry meets the same refusal, not "holds a run".
+        args = ["train", "--data", str(tmp_path / "none"), "--output", str(run)]
+        assert cli.main(args) == 2
+        assert "stats.json not found" in capsys.readouterr().err
+        assert not run.exists()
+    killed = os.path.join(OLD_RUNS, "recommended")  # A train run, not a pretrain.
+    with pytest.raises(ValueError, match="is a `genni train` run, not a"):
+        from genni.pipeline.training import pretrain
+
+        pretrain.read_config(killed)

@@ -334,3 +334,18 @@ def test_the_probe_counts_every_answer_across_a_swap_and_every_failure(
         assert any(e.startswith("grpc") for e in errors)
     finally:
         probe.stop()
+
+
+def test_recommend_refuses_k_below_one_and_says_when_it_falls_back(exported, capsys):
+    from genni.pipeline.cli import main as cli
+
+    _, base, _, items = exported
+    args = ["recommend", "--model-base-path", base, "--history"]
+    for k in ("0", "-2"):
+        assert cli.main([*args, items[1], "--k", k]) == 2
+        assert f"--k must be at least 1; got {k}" in capsys.readouterr().err
+    assert cli.main([*args, "nope", "never-seen", "--k", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert out.count(". ") == 3 and "no item of --history is known" in err
+    assert cli.main([*args, items[1], items[2], "--k", "3"]) == 0
+    assert "no item of --history is known" not in capsys.readouterr().err
