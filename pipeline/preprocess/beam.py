@@ -96,36 +96,50 @@ class MinPerKeyFn(beam.CombineFn):
 
 
 class ReadLineChunksFn(beam.DoFn):
-    """A matched file -> (file name, [line, ...]) chunks of `chunk_lines` lines.
+    """A matched file -> (file name, first line's number, [line, ...]) chunks
+    of `chunk_lines` lines, each line its bytes (decoded when parsed, so that
+    a line that is not UTF-8 goes to the dead letter with its number).
 
     Reading whole blocks and splitting them in Python is several times cheaper
     than one runner element per line; a compressed file could not be split
     between workers anyway, and the chunks are spread by the reshuffle after.
+    A truncated or corrupt compressed file is an error naming it.
     """
 
     def __init__(self, chunk_lines: int = CHUNK_LINES):
         self._chunk_lines = chunk_lines
 
-    def process(self, readable: fileio.ReadableFile) -> Iterator[tuple[str, list]]:
+    def process(self, readable: fileio.ReadableFile) -> Iterator[tuple[str, int, list]]:
+        import zlib
+
         path = readable.metadata.path
         tail = b""
-        chunk: list[str] = []
-        with readable.open(compression_type=CompressionTypes.AUTO) as f:
-            while block := f.read(READ_BLOCK_BYTES):
-                lines = (tail + block).split(b"\n")
-                tail = lines.pop()
-                chunk.extend(line.decode("utf-8").rstrip("\r") for line in lines)
-                while len(chunk) >= self._chunk_lines:
-                    yield path, chunk[: self._chunk_lines]
-                    chunk = chunk[self._chunk_lines :]
+        chunk: list[bytes] = []
+        first = 1  # The number of the chunk's first line.
+        try:
+            with readable.open(compression_type=CompressionTypes.AUTO) as f:
+                while block := f.read(READ_BLOCK_BYTES):
+                    lines = (tail + block).split(b"\n")
+                    tail = lines.pop()
+                    chunk.extend(lines)
+                    while len(chunk) >= self._chunk_lines:
+                        yield path, first, chunk[: self._chunk_lines]
+                        chunk = chunk[self._chunk_lines :]
+                        first += self._chunk_lines
+        except (EOFError, OSError, zlib.error) as e:
+            raise ValueError(
+                f"Cannot read {path} to its end ({type(e).__name__}: {e}): a "
+                "truncated or corrupt compressed file?"
+            ) from None
         if tail:
-            chunk.append(tail.decode("utf-8").rstrip("\r"))
+            chunk.append(tail)
         if chunk:
-            yield path, chunk
+            yield path, first, chunk
 
 
 class ReadLogs(beam.PTransform):
-    """Every line of every file matching `pattern`, as (file, [lines]) chunks."""
+    """Every line of every file matching `pattern`, as (file, first line's
+    number, [lines as bytes]) chunks."""
 
     def __init__(self, pattern: str, chunk_lines: int = CHUNK_LINES):
         super().__init__()
@@ -143,7 +157,8 @@ class ReadLogs(beam.PTransform):
 
 
 class ParseReviewFn(beam.DoFn):
-    """(file, lines) -> (user, (timestamp, item, rating)); bad lines to dead letter.
+    """(file, first line's number, lines) -> (user, (timestamp, item, rating));
+    bad lines (unreadable, not UTF-8) to the dead letter with file and number.
 
     Counts are kept per bundle and emitted once in `finish_bundle`, to the
     `stats` output and to Beam metrics.
@@ -160,22 +175,24 @@ class ParseReviewFn(beam.DoFn):
     def start_bundle(self) -> None:
         self._counts: collections.Counter = collections.Counter()
 
-    def process(self, element: tuple[str, list[str]]) -> Iterator:
-        path, lines = element
+    def process(self, element: tuple[str, int, list[bytes]]) -> Iterator:
+        path, first, lines = element
         counts = self._counts
         min_rating = self._min_rating
         counts["lines_read"] += len(lines)
-        for line in lines:
-            if not line.strip():
-                counts["blank_lines"] += 1
-                continue
+        for number, raw in enumerate(lines, start=first):
             try:
-                events = list(self._parse(line))
+                line = formats.decode(raw)
+                if not line.strip():
+                    counts["blank_lines"] += 1
+                    continue
+                events = formats.line_events(self._parse, self._fmt, line, number)
             except formats.MalformedRecord as e:
                 counts["malformed_lines"] += 1
-                _LOG.debug("Malformed line in %s: %s", path, e.reason)
+                _LOG.debug("Malformed line %d of %s: %s", number, path, e.reason)
                 yield pvalue.TaggedOutput(
-                    DEAD_LETTER, formats.dead_letter_record(path, line, e.reason)
+                    DEAD_LETTER,
+                    formats.dead_letter_record(path, raw, e.reason, number),
                 )
                 continue
             for event in events:

@@ -291,9 +291,50 @@ def detect_format(line: str) -> str:
     )
 
 
-def dead_letter_record(path: str, line: str, reason: str) -> str:
-    """One dead-letter line: JSON with the source file, the reason and the line."""
-    return json.dumps({"file": path, "reason": reason, "line": line})
+def dead_letter_record(
+    path: str, line: str | bytes, reason: str, line_number: int | None = None
+) -> str:
+    """One dead-letter line: JSON with the source file, the line's number
+    (1-based), the reason and the line (bytes that are not UTF-8 as escapes)."""
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", "backslashreplace")
+    record = {"file": path, "line_number": line_number, "reason": reason, "line": line}
+    return json.dumps(record)
+
+
+# A sequences log's event time: its line's number times this, plus its place
+# on the line, so that a user on several lines of a file is joined in file
+# order (lines up to 2**29, items a line up to 2**24: exact in a float).
+SEQUENCE_LINE_SPAN = float(1 << 24)
+MAX_SEQUENCE_LINES = 1 << 29
+
+
+def decode(raw: bytes | str) -> str:
+    """One line as text (its line break cut); MalformedRecord if it is not
+    UTF-8."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise MalformedRecord(
+                f"not UTF-8 text (byte {e.start}: {raw[e.start : e.start + 1]!r})"
+            ) from None
+    return raw.rstrip("\r\n")
+
+
+def line_events(
+    parse: Callable[[str], Iterator[Event]], fmt: str, line: str, line_number: int
+) -> list[Event]:
+    """The events of line `line_number` (1-based) of a file, read by `parse`
+    (`parser_for(fmt)`); MalformedRecord for a line that cannot be read. A
+    sequences line's events are timed by their place in the file."""
+    events = list(parse(line))
+    if fmt != SEQUENCES:
+        return events
+    if line_number >= MAX_SEQUENCE_LINES or len(events) >= SEQUENCE_LINE_SPAN:
+        raise MalformedRecord("a sequences file past 2**29 lines or 2**24 items a line")
+    start = line_number * SEQUENCE_LINE_SPAN
+    return [e._replace(timestamp=start + e.timestamp) for e in events]
 
 
 def resolve_format(fmt: str, first_lines: Iterator[str]) -> str:
@@ -309,15 +350,38 @@ def resolve_format(fmt: str, first_lines: Iterator[str]) -> str:
             )
         return fmt
     first_error = None
-    for n, line in enumerate(first_lines):
-        if n >= DETECT_LINES:
-            break
+    lines = [line for _, line in zip(range(DETECT_LINES), first_lines, strict=False)]
+    for line in lines:
         if not line.strip():
             continue
         try:
-            return detect_format(line)
+            fmt = detect_format(line)
         except ValueError as e:
             first_error = first_error or e
+            continue
+        if fmt == SEQUENCES:
+            _refuse_a_table(lines)
+        return fmt
     if first_error is not None:
         raise first_error
     raise ValueError("The input is empty: no line to detect its format from.")
+
+
+def _refuse_a_table(lines: list[str]) -> None:
+    """Whitespace-separated lines read as S3-Rec sequences only if they look
+    like them: items separated by spaces (a tab after the user at most, as in
+    `sequences.tsv`), lines of varying lengths. Lines of three or more
+    tab-separated fields, or all of the same few fields (user item rating
+    time), are a table, and `--format` must say how to read it."""
+    rows = [line for line in lines if line.strip()]
+    widths = {len(line.split()) for line in rows}
+    tabs = any(line.strip().count("\t") >= 2 for line in rows)
+    if tabs or (len(widths) == 1 and max(widths) <= 5):
+        fields = f"{max(widths)} " if len(widths) == 1 else ""
+        raise ValueError(
+            f"The input looks like a table ({fields}"
+            + ("tab-separated " if tabs else "")
+            + "fields a line), not S3-Rec sequences (a user, then items, space-"
+            "separated): pass --format (csv, movielens, movielens_dat, recbole; "
+            "or sequences if each line is one user's items)."
+        )

@@ -30,16 +30,17 @@ def read_events(
     by_user: dict[str, list] = collections.defaultdict(list)
     dead_letters = []
     parse = formats.parser_for(fmt, log_header(config.input, fmt))
-    for path, line in outputs.iter_lines(config.input):
+    for path, number, raw in outputs.iter_raw_lines(config.input):
         counters["lines_read"] += 1
-        if not line.strip():
-            counters["blank_lines"] += 1
-            continue
         try:
-            events = list(parse(line))
+            line = formats.decode(raw)
+            if not line.strip():
+                counters["blank_lines"] += 1
+                continue
+            events = formats.line_events(parse, fmt, line, number)
         except formats.MalformedRecord as e:
             counters["malformed_lines"] += 1
-            dead_letters.append(formats.dead_letter_record(path, line, e.reason))
+            dead_letters.append(formats.dead_letter_record(path, raw, e.reason, number))
             continue
         for event in events:
             counters["events_read"] += 1
@@ -98,7 +99,7 @@ def check_inputs(config: PreprocessConfig) -> str:
 def log_format(pattern: str, fmt: str, min_rating: float | None) -> str:
     """The format of the logs matching `pattern`: `fmt`, or detected for
     "auto"; an error if it cannot be told or has no ratings to filter on."""
-    fmt = formats.resolve_format(fmt, (line for _, line in outputs.iter_lines(pattern)))
+    fmt = formats.resolve_format(fmt, _text_lines(pattern))
     if fmt == formats.SEQUENCES and min_rating is not None:
         raise ValueError(
             "--min-rating needs ratings, and the sequences format has none."
@@ -113,7 +114,17 @@ def log_header(pattern: str, fmt: str) -> str | None:
     from it (`formats.HEADED`); None for the others."""
     if fmt not in formats.HEADED:
         return None
-    return next((line for _, line in outputs.iter_lines(pattern) if line.strip()), None)
+    return next((line for line in _text_lines(pattern) if line.strip()), None)
+
+
+def _text_lines(pattern: str):
+    """The log's lines that are text (for detecting its format and header:
+    a line that is not UTF-8 goes to the dead letter when read)."""
+    for _, _, raw in outputs.iter_raw_lines(pattern):
+        try:
+            yield formats.decode(raw)
+        except formats.MalformedRecord:
+            continue
 
 
 def run(config: PreprocessConfig) -> dict:

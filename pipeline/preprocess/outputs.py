@@ -104,21 +104,49 @@ def read_vocabulary(data_dir: str) -> tuple[list[str], list[str]]:
     return vocabulary[0], vocabulary[1]
 
 
-def iter_lines(pattern: str) -> Iterable[tuple[str, str]]:
-    """(file name, line) for every line of every file matching `pattern`.
-
-    Gzip files are read by their extension, like Beam's ReadFromText does.
-    """
+def iter_raw_lines(pattern: str) -> Iterable[tuple[str, int, bytes]]:
+    """(file name, line number from 1, the line's bytes) for every line of
+    every file matching `pattern`, compressed files by their extension (as
+    Beam's ReadFromText). A truncated or corrupt compressed file is a
+    ValueError naming it, never a silent partial read."""
     for path in input_files(pattern):
-        if _is_local(path):
-            opener = gzip.open if path.endswith(".gz") else open
-            with opener(path, "rt", encoding="utf-8") as f:
-                for line in f:
-                    yield path, line.rstrip("\r\n")
-            continue
-        with FileSystems.open(path) as f:
-            while raw := f.readline():
-                yield path, raw.decode("utf-8").rstrip("\r\n")
+        with open_log(path) as f:
+            for number, raw in enumerate(read_or_fail(path, f), start=1):
+                yield path, number, raw
+
+
+def open_log(path: str):
+    """A binary reader of one log file, decompressed by its extension."""
+    if _is_local(path):
+        return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    return FileSystems.open(path)  # CompressionTypes.AUTO: by the extension.
+
+
+def read_or_fail(path: str, f) -> Iterable[bytes]:
+    """The lines of the open file `f`, a read error naming `path`."""
+    import zlib
+
+    try:
+        while raw := f.readline():
+            yield raw
+    except (EOFError, OSError, zlib.error) as e:
+        raise ValueError(
+            f"Cannot read {path} to its end ({type(e).__name__}: {e}): a "
+            "truncated or corrupt compressed file?"
+        ) from None
+
+
+def iter_lines(pattern: str) -> Iterable[tuple[str, str]]:
+    """(file name, line) for every line of every file matching `pattern`; a
+    line that is not UTF-8 is a ValueError naming its file and line
+    (`genni preprocess` sets such lines aside instead)."""
+    from genni.pipeline.preprocess import formats
+
+    for path, number, raw in iter_raw_lines(pattern):
+        try:
+            yield path, formats.decode(raw)
+        except formats.MalformedRecord as e:
+            raise ValueError(f"{path}, line {number}: {e.reason}.") from None
 
 
 def input_files(pattern: str) -> list[str]:

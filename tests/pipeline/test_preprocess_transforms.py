@@ -33,14 +33,20 @@ def test_read_logs_chunks_plain_and_gzip_files(tmp_path, monkeypatch):
         chunks = p | preprocess.ReadLogs(str(tmp_path / "*"), chunk_lines=2)
         assert_that(
             chunks
-            | beam.FlatMap(lambda c: [(os.path.basename(c[0]), line) for line in c[1]]),
+            | beam.FlatMap(
+                lambda c: [
+                    (os.path.basename(c[0]), number, formats.decode(raw))
+                    for number, raw in enumerate(c[2], start=c[1])
+                ]
+            ),
             equal_to(
-                [("a.txt", x) for x in lines[:5]] + [("b.txt.gz", x) for x in lines[5:]]
+                [("a.txt", n + 1, x) for n, x in enumerate(lines[:5])]
+                + [("b.txt.gz", n + 1, x) for n, x in enumerate(lines[5:])]
             ),
         )
         assert_that(
             chunks
-            | "Sizes" >> beam.Map(lambda c: len(c[1]) <= 2)
+            | "Sizes" >> beam.Map(lambda c: len(c[2]) <= 2)
             | "All" >> beam.combiners.ToList()
             | beam.Map(all),
             equal_to([True]),
@@ -58,8 +64,12 @@ def _summed(stats):
 
 def test_parse_reviews_routes_bad_lines_and_counts():
     lines = [
-        ("f", [review("u1", "i1", 10, rating=5.0), review("u1", "i2", 11, rating=2.0)]),
-        ("f", ["not json", "", json.dumps({"asin": "i1"})]),
+        (
+            "f",
+            1,
+            [review("u1", "i1", 10, rating=5.0), review("u1", "i2", 11, rating=2.0)],
+        ),
+        ("f", 3, ["not json", "", json.dumps({"asin": "i1"})]),
     ]
     with BeamTestPipeline() as p:
         out = (
@@ -69,10 +79,10 @@ def test_parse_reviews_routes_bad_lines_and_counts():
         )
         assert_that(out[preprocess.EVENTS], equal_to([("u1", (10.0, "i1", 5.0))]))
         reasons = out[preprocess.DEAD_LETTER] | beam.Map(
-            lambda r: json.loads(r)["reason"].split(":")[0]
+            lambda r: (json.loads(r)["line_number"], json.loads(r)["reason"][:8])
         )
         assert_that(
-            reasons, equal_to(["bad JSON", "missing field"]), label="DeadLetter"
+            reasons, equal_to([(3, "bad JSON"), (5, "missing ")]), label="DeadLetter"
         )
         assert_that(
             _summed(out[preprocess.STATS]),

@@ -149,7 +149,7 @@ def test_a_time_split_needs_times_and_windows(tmp_path):
     with pytest.raises(ValueError, match="need --split time"):
         PreprocessConfig(input="x", output="y", test_days=3)
     text = tmp_path / "seq.txt"
-    text.write_text("u1 a b c\nu2 b c a\n")
+    text.write_text("u1 a b c\nu2 b c a d e\n")
     config = PreprocessConfig(
         input=str(text), output=str(tmp_path / "o"), split="time", test_days=1
     )
