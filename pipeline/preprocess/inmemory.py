@@ -99,7 +99,18 @@ def check_inputs(config: PreprocessConfig) -> str:
 def log_format(pattern: str, fmt: str, min_rating: float | None) -> str:
     """The format of the logs matching `pattern`: `fmt`, or detected for
     "auto"; an error if it cannot be told or has no ratings to filter on."""
-    fmt = formats.resolve_format(fmt, _text_lines(pattern))
+    undecodable: list = []
+    try:
+        fmt = formats.resolve_format(fmt, _text_lines(pattern, undecodable))
+    except ValueError as e:
+        if not undecodable:
+            raise ValueError(f"{pattern}: {e}") from None
+        path, number = undecodable[0]
+        raise ValueError(
+            f"{pattern}: cannot tell its format: line {number} of {path} and "
+            f"{len(undecodable) - 1} more of its first lines are not UTF-8 text "
+            f"(is it a text log?); {e}"
+        ) from None
     if fmt == formats.SEQUENCES and min_rating is not None:
         raise ValueError(
             "--min-rating needs ratings, and the sequences format has none."
@@ -117,14 +128,16 @@ def log_header(pattern: str, fmt: str) -> str | None:
     return next((line for line in _text_lines(pattern) if line.strip()), None)
 
 
-def _text_lines(pattern: str):
+def _text_lines(pattern: str, undecodable: list | None = None):
     """The log's lines that are text (for detecting its format and header:
-    a line that is not UTF-8 goes to the dead letter when read)."""
-    for _, _, raw in outputs.iter_raw_lines(pattern):
+    a line that is not UTF-8 goes to the dead letter when read); the (file,
+    line number) of those that are not are added to `undecodable`."""
+    for path, number, raw in outputs.iter_raw_lines(pattern):
         try:
             yield formats.decode(raw)
         except formats.MalformedRecord:
-            continue
+            if undecodable is not None:
+                undecodable.append((path, number))
 
 
 def run(config: PreprocessConfig) -> dict:

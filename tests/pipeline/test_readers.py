@@ -157,3 +157,13 @@ def test_random_lines_are_read_or_counted_never_a_traceback(lines):
             assert counts.get("blank_lines", 0) + counts.get(
                 "malformed_lines", 0
             ) + good_lines == len(lines)
+
+
+def test_garbage_bytes_are_an_error_naming_the_file(tmp_path, capsys):
+    log = tmp_path / "garbage.bin"
+    log.write_bytes(bytes(range(128, 256)) * 3)
+    code, out = _preprocess(tmp_path, log)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "garbage.bin" in err and "not UTF-8 text" in err
+    assert not out.exists()
