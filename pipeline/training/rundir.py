@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 from collections.abc import Iterator
 
 from genni.pipeline import atomic
@@ -41,7 +42,29 @@ def claim(output: str) -> Iterator[None]:
     nothing to clean up and resumes at once. Raises `RunBusyError` while
     another process (or another claim of this one) holds it. Local and
     POSIX-shared file systems only, like the rest of the run directory.
+
+    A run refused before its first weights were saved (a ValueError or
+    FileNotFoundError: a dataset, --init-from or --warm-start that does not
+    fit) leaves nothing behind when `output` did not exist before: the
+    corrected command then starts a new run, not a --resume.
     """
+    fresh = not os.path.exists(output)
+    try:
+        with _locked(output):
+            yield
+    except (ValueError, FileNotFoundError):
+        saved = any(os.path.exists(os.path.join(output, d)) for d in WEIGHT_DIRS)
+        if fresh and not saved:
+            shutil.rmtree(output, ignore_errors=True)
+        raise
+
+
+# Where a run keeps weights (`train.BEST_DIR`, `train.CHECKPOINT_DIR`).
+WEIGHT_DIRS = ("best", "checkpoints")
+
+
+@contextlib.contextmanager
+def _locked(output: str) -> Iterator[None]:
     os.makedirs(output, exist_ok=True)
     path = os.path.join(output, LOCK_FILE)
     with open(path, "a+") as f:

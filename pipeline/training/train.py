@@ -175,17 +175,8 @@ def train(
     `config.output` (the chief's claim; other workers keep their own dirs).
     """
     chief = worker_task(strategy) is None
-    fresh = chief and not os.path.exists(config.output)
-    try:
-        with rundir.claim(config.output) if chief else contextlib.nullcontext():
-            return _train(config, resume, verbose, strategy)
-    except (ValueError, FileNotFoundError):
-        # Refused before its first checkpoint (a dataset, --init-from or
-        # --warm-start that does not fit): leave nothing behind, so that the
-        # corrected command runs as a new run, not as a --resume.
-        if fresh and not os.path.exists(os.path.join(config.output, BEST_DIR)):
-            shutil.rmtree(config.output, ignore_errors=True)
-        raise
+    with rundir.claim(config.output) if chief else contextlib.nullcontext():
+        return _train(config, resume, verbose, strategy)
 
 
 class _Progbar(tf.keras.callbacks.ProgbarLogger):

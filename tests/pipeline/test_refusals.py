@@ -107,8 +107,8 @@ def test_an_unfinished_run_is_never_published_and_export_warns(tmp_path, capsys)
 
 def test_a_refused_run_leaves_nothing_behind(tmp_path, capsys):
     run = tmp_path / "r2"
-    for _ in range(2):  # The retry meets the same refusal, not "holds a run".
-        args = ["train", "--data", str(tmp_path / "none"), "--output", str(run)]
+    for command in ("train", "train", "pretrain"):  # A retry: the same refusal.
+        args = [command, "--data", str(tmp_path / "none"), "--output", str(run)]
         assert cli.main(args) == 2
         assert "stats.json not found" in capsys.readouterr().err
         assert not run.exists()
