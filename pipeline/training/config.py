@@ -57,7 +57,8 @@ DEFAULT_ALPHA_STEP = 0.05
 
 
 def refuse_output_in_data(output: str, data: str) -> None:
-    """A run directory that is, or is inside, its dataset would write into it."""
+    """A run directory that is, or is inside, its dataset would write into it
+    (checked when a run starts, not when a recorded one is read)."""
     if not output or not data:
         return
     out, data_dir = os.path.realpath(output), os.path.realpath(data)
@@ -154,7 +155,6 @@ class TrainConfig(Settings):
             raise ValueError(
                 "--init-from (a pre-training) and --warm-start (a run): choose one."
             )
-        refuse_output_in_data(self.output, self.data)
 
     def encoder(self, info) -> SASRecConfig:
         """The run's encoder on the dataset `info` (a `DatasetInfo`) describes."""
@@ -275,9 +275,6 @@ class PretrainConfig(Settings):
     num_negatives: int = setting(1, "k for MIP.", check=at_least(1))
     model: ModelConfig = nested(ModelConfig)
     seed: int = setting(0, "Seed of every random stream of the run.")
-
-    def validate(self) -> None:
-        refuse_output_in_data(self.output, self.data)
 
     def encoder(self, info) -> SASRecConfig:
         """The encoder being pre-trained, on the dataset `info` describes."""

@@ -32,7 +32,11 @@ from genni.models import s3rec
 from genni.models.config import build_encoder
 from genni.models.sasrec import SASRecEncoder
 from genni.pipeline.training import data, rundir
-from genni.pipeline.training.config import PretrainConfig, TrainConfig
+from genni.pipeline.training.config import (
+    PretrainConfig,
+    TrainConfig,
+    refuse_output_in_data,
+)
 
 CONFIG_FILE = rundir.CONFIG_FILE
 STATE_FILE = rundir.STATE_FILE
@@ -205,6 +209,7 @@ def pretrain(
         raise ValueError(
             "genni pretrain runs on one machine: use --strategy default or mirrored."
         )
+    refuse_output_in_data(config.output, config.data)
     with rundir.claim(config.output):
         return _pretrain(config, resume, verbose, strategy)
 

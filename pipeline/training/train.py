@@ -42,7 +42,11 @@ from genni.pipeline.preprocess import sequences
 from genni.pipeline.training import callbacks as cb
 from genni.pipeline.training import data, rundir
 from genni.pipeline.training.callbacks import OBJECTIVE, NonFiniteError
-from genni.pipeline.training.config import STRATEGIES, TrainConfig
+from genni.pipeline.training.config import (
+    STRATEGIES,
+    TrainConfig,
+    refuse_output_in_data,
+)
 from genni.pipeline.training.data import Dataset
 from genni.pipeline.training.evaluate import (
     EVAL_BATCH_SIZE,
@@ -174,6 +178,7 @@ def train(
     Raises `rundir.RunBusyError` while another process trains in
     `config.output` (the chief's claim; other workers keep their own dirs).
     """
+    refuse_output_in_data(config.output, config.data)
     chief = worker_task(strategy) is None
     with rundir.claim(config.output) if chief else contextlib.nullcontext():
         return _train(config, resume, verbose, strategy)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from genni.pipeline.cli import main as cli
-from genni.pipeline.training.config import TrainConfig
+from genni.pipeline.training.config import refuse_output_in_data
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,9 @@ def test_train_refuses_an_output_that_is_or_is_inside_its_data(
     assert "is, or is inside, --data" in capsys.readouterr().err
     assert sorted(p.name for p in data.iterdir()) == []  # Nothing written.
     # A sibling whose name starts the same is not inside.
-    TrainConfig.of(data=str(data), output=str(tmp_path / "data2"))
+    refuse_output_in_data(str(tmp_path / "data2"), str(data))
+    with pytest.raises(ValueError, match="is, or is inside"):
+        refuse_output_in_data(str(data / "x"), str(data))
 
 
 OLD_RUNS = os.path.join(os.path.dirname(__file__), "..", "data", "old_runs")
