@@ -184,6 +184,7 @@ def replay(
     new_items: dict[str, int] = {}
     reached: set = set()
     probe = None
+    trained: set = set()  # Runs met before: a step that reuses one trained 0 s.
     try:
         for step, cut in enumerate(cuts, start=1):
             step_log = os.path.join(output, "logs", f"step{step:02d}{suffix}")
@@ -196,6 +197,8 @@ def replay(
                 start = time.perf_counter()
                 result = workflow.run(loop, log=lambda m, n=name: log(f"[{n}] {m}"))
                 row[f"{name}_seconds"] = round(time.perf_counter() - start, 1)
+                row[f"{name}_train_seconds"] = train_seconds(result["run"], trained)
+                trained.add(result["run"])
                 row[f"{name}_export"] = result["export"]["decision"]
                 if name != "warm":
                     continue
@@ -245,6 +248,22 @@ def replay(
     return rows
 
 
+def train_seconds(run_dir: str, trained: set) -> float:
+    """Seconds the run trained and validated (its epochs' records), 0 for a
+    run an earlier step trained."""
+    from genni.pipeline.training import rundir
+
+    if run_dir in trained:
+        return 0.0
+    metrics = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE))
+    return round(
+        sum(
+            r["train_seconds"] + r.get("eval_seconds", 0.0) for r in metrics["history"]
+        ),
+        1,
+    )
+
+
 def write_report(rows, output, log_path, every_days, steps) -> None:
     """replay.md, replay.json and, with matplotlib, replay.png."""
     with open(os.path.join(output, "replay.json"), "w") as f:
@@ -252,7 +271,8 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     head = (
         "| step | cases | items | new-item share | "
         + " | ".join(f"{v} NDCG@10" for v in VARIANTS)
-        + " | warm s | scratch s | warm export |"
+        + " | warm train s | scratch train s | warm pipeline s | scratch pipeline s"
+        " | warm export |"
     )
     lines = [
         f"# Replay of {os.path.basename(log_path)}: {steps} steps, every "
@@ -270,16 +290,37 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
             + (f"{100 * share:.1f}%" if share is not None else "")
             + " | "
             + " | ".join(f"{r[v].get('NDCG@10', float('nan')):.2f}" for v in VARIANTS)
-            + f" | {r['warm_seconds']:.0f} | {r['scratch_seconds']:.0f} | "
+            + f" | {r.get('warm_train_seconds', float('nan')):.0f}"
+            f" | {r.get('scratch_train_seconds', float('nan')):.0f}"
+            f" | {r['warm_seconds']:.0f} | {r['scratch_seconds']:.0f} | "
             f"{r['warm_export']} |"
         )
     means = {
         v: sum(r[v].get("NDCG@10", 0.0) for r in rows) / len(rows) for v in VARIANTS
     }
     arrived = sum(r.get("new_items", 0) for r in rows)
+    later = rows[1:]  # Step 1 trains both loops from scratch.
+    spent = {
+        v: sum(r.get(f"{v}_train_seconds", 0.0) for r in later)
+        for v in ("warm", "scratch")
+    }
     lines += [
         "",
-        "Mean NDCG@10: " + ", ".join(f"{v} {m:.2f}" for v, m in means.items()),
+        "Mean NDCG@10: "
+        + ", ".join(f"{v} {m:.2f}" for v, m in means.items())
+        + (
+            f" (warm / scratch: {means['warm'] / means['scratch']:.3f})"
+            if means["scratch"]
+            else ""
+        ),
+        "",
+        f"Training seconds after step 1: warm {spent['warm']:.0f}, scratch "
+        f"{spent['scratch']:.0f}"
+        + (
+            f" (warm / scratch: {spent['warm'] / spent['scratch']:.3f})."
+            if spent["scratch"]
+            else "."
+        ),
         "",
         f"Items that entered the loop's vocabulary after the first step: {arrived}; "
         "in a served top-10 of the loop from the step that first knew them: "
@@ -307,17 +348,42 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    figure, axis = plt.subplots(figsize=(6, 3.5))
+    steps = [r["step"] for r in rows]
+    figure, (ndcg, seconds, catalog) = plt.subplots(
+        3, 1, figsize=(6.5, 8), sharex=True, height_ratios=(2, 1, 1)
+    )
     for v in VARIANTS:
-        axis.plot(
-            [r["step"] for r in rows],
-            [r[v].get("NDCG@10") for r in rows],
-            marker="o",
-            label=v,
+        ndcg.plot(steps, [r[v].get("NDCG@10") for r in rows], marker="o", label=v)
+    refused = [r for r in rows if r["warm_export"] != "published"]
+    if refused:  # The loop kept the version it served.
+        ndcg.scatter(
+            [r["step"] for r in refused],
+            [r["warm"].get("NDCG@10") for r in refused],
+            s=120,
+            facecolors="none",
+            edgecolors="black",
+            label="warm: candidate refused",
         )
-    axis.set_xlabel("step")
-    axis.set_ylabel("NDCG@10 on the next period (%)")
-    axis.legend()
+    ndcg.set_ylabel("NDCG@10, next period (%)")
+    ndcg.legend(fontsize="small")
+    for v in ("warm", "scratch"):
+        seconds.plot(
+            steps, [r.get(f"{v}_train_seconds") for r in rows], marker="o", label=v
+        )
+    seconds.set_ylabel("training seconds")
+    seconds.legend(fontsize="small")
+    catalog.plot(steps, [r.get("items", 0) for r in rows], marker="o", color="gray")
+    catalog.set_ylabel("items")
+    share = catalog.twinx()
+    share.bar(
+        steps,
+        [100 * (r.get("new_item_share") or 0.0) for r in rows],
+        alpha=0.3,
+        color="tab:red",
+    )
+    share.set_ylabel("new-item test targets (%)", color="tab:red")
+    catalog.set_xlabel("step")
+    catalog.set_xticks(steps)
     figure.tight_layout()
     figure.savefig(os.path.join(output, "replay.png"), dpi=120)
     plt.close(figure)

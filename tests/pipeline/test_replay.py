@@ -53,6 +53,9 @@ def test_a_replay_runs_end_to_end(tmp_path):
     assert 0 <= rows[1]["new_items_reached"] <= rows[1]["new_items"]
     text = (out / "replay.md").read_text()
     assert "Mean NDCG@10" in text and "| 2 |" in text and "entered" in text
+    # Each loop's training time per step (step 2's warm run a new one).
+    assert rows[1]["warm_train_seconds"] > 0 and rows[1]["scratch_train_seconds"] > 0
+    assert "Training seconds after step 1" in text
     assert (out / "replay.png").exists()
     # `--serve`: genni serve on the loop's models from step 1's version on,
     # asked all along, never failing.
