@@ -109,3 +109,42 @@ def test_random_train_settings_end_in_a_config_or_a_value_error(values):
     except ValueError:
         return
     assert config.to_dict()["epochs"] >= 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    sections=st.fixed_dictionaries(
+        {},
+        optional={
+            "train": st.dictionaries(
+                st.sampled_from(["epochs", "pack", "sampler", "alpha", "preset"]),
+                VALUES,
+                max_size=3,
+            ),
+            "export": st.dictionaries(
+                st.sampled_from(["k", "split", "max_regression", "candidates"]),
+                VALUES,
+                max_size=3,
+            ),
+            "tune": st.dictionaries(
+                st.sampled_from(["max_trials", "oracle", "pack", "space"]),
+                VALUES,
+                max_size=3,
+            ),
+            "preprocess": st.dictionaries(
+                st.sampled_from(["min_count", "split", "test_days", "max_len"]),
+                VALUES,
+                max_size=3,
+            ),
+        },
+    )
+)
+def test_random_pipeline_sections_are_accepted_or_refused_by_name(sections):
+    """Any values in any section: checked, or a ValueError naming a
+    setting, a section or a preset; never another exception."""
+    from genni.pipeline.cli import workflow
+
+    try:
+        workflow.check({"input": "x", "workdir": "w", **sections})
+    except ValueError as e:
+        assert "`" in str(e) or "preset" in str(e) or "--" in str(e), str(e)
