@@ -34,7 +34,7 @@ class ServeProbe:
         base_path: str,
         log_path: str,
         model: str = "genni",
-        pause: float = 0.05,
+        pause: float = 0.2,
         timeout: float = 30.0,
     ):
         self.base_path = base_path
