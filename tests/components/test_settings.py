@@ -111,31 +111,21 @@ def test_random_train_settings_end_in_a_config_or_a_value_error(values):
     assert config.to_dict()["epochs"] >= 1
 
 
+SECTION_KEYS = {
+    "train": ["epochs", "pack", "sampler", "alpha", "preset"],
+    "export": ["k", "split", "max_regression", "candidates"],
+    "tune": ["max_trials", "oracle", "pack", "space"],
+    "preprocess": ["min_count", "split", "test_days", "max_len"],
+}
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     sections=st.fixed_dictionaries(
         {},
         optional={
-            "train": st.dictionaries(
-                st.sampled_from(["epochs", "pack", "sampler", "alpha", "preset"]),
-                VALUES,
-                max_size=3,
-            ),
-            "export": st.dictionaries(
-                st.sampled_from(["k", "split", "max_regression", "candidates"]),
-                VALUES,
-                max_size=3,
-            ),
-            "tune": st.dictionaries(
-                st.sampled_from(["max_trials", "oracle", "pack", "space"]),
-                VALUES,
-                max_size=3,
-            ),
-            "preprocess": st.dictionaries(
-                st.sampled_from(["min_count", "split", "test_days", "max_len"]),
-                VALUES,
-                max_size=3,
-            ),
+            name: st.dictionaries(st.sampled_from(keys), VALUES, max_size=3)
+            for name, keys in SECTION_KEYS.items()
         },
     )
 )
