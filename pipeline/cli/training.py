@@ -11,6 +11,7 @@ import os
 
 from genni.components import schema
 from genni.pipeline.cli import train_args
+from genni.pipeline.training.config import ORACLES, TuneConfig
 
 
 def format_table(metrics: dict) -> str:
@@ -119,10 +120,10 @@ def _tune(args: argparse.Namespace, extra: list[str]) -> int:
         max_trials=args.max_trials,
         epochs_per_trial=args.epochs_per_trial,
         patience=args.patience,
-        space_file=args.space,
+        space=args.space,
         seed=args.seed,
         pack=args.pack,
-        candidates=args.candidates or "new",
+        candidates=args.candidates or TuneConfig.defaults()["candidates"],
     )
     if result.get("worker"):
         print("Worker done: the chief writes the results table.")
@@ -186,18 +187,17 @@ def add_tune(commands) -> None:
         "start one chief and N workers with KERASTUNER_TUNER_ID (chief, tuner0, "
         "...), KERASTUNER_ORACLE_IP and KERASTUNER_ORACLE_PORT set.",
     )
+    defaults = TuneConfig.defaults()  # The search's settings are its.
     p.add_argument("--data", required=True, help="Output of `genni preprocess`.")
     p.add_argument("--output", required=True, help="Search directory.")
-    p.add_argument(
-        "--oracle", default="random", choices=("random", "bayesian", "hyperband")
-    )
-    p.add_argument("--max-trials", type=int, default=12)
-    p.add_argument("--epochs-per-trial", type=int, default=30)
-    p.add_argument("--patience", type=int, default=10)
+    p.add_argument("--oracle", default=defaults["oracle"], choices=ORACLES)
+    p.add_argument("--max-trials", type=int, default=defaults["max_trials"])
+    p.add_argument("--epochs-per-trial", type=int, default=defaults["epochs_per_trial"])
+    p.add_argument("--patience", type=int, default=defaults["patience"])
     p.add_argument(
         "--space", default=None, help="JSON/YAML file replacing space entries."
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=defaults["seed"])
     p.add_argument(
         "--pack",
         action="store_true",

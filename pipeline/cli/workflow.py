@@ -197,9 +197,7 @@ def step_tune(config: dict, data: str, log) -> dict:
         log(f"tune: up to date ({output})")
     else:
         log(f"tune: searching in {output}")
-        values = dict(settings)
-        space = values.pop("space", None)
-        tune.tune(data, output, space_file=space, **values)
+        tune.tune(data, output, **settings)
         _write_stamp(config["workdir"], "tune", key)
     if not os.path.exists(best_path):
         raise RuntimeError(f"The search in {output} found no configuration.")

@@ -288,62 +288,39 @@ def make_oracle(
     raise ValueError(f"`oracle` must be one of {ORACLES}. Got {name!r}.")
 
 
-def tune(
-    data: str,
-    output: str,
-    oracle: str = "random",
-    max_trials: int = 12,
-    epochs_per_trial: int = 30,
-    patience: int = 10,
-    space_file: str | None = None,
-    seed: int = 0,
-    pack: bool = False,
-    candidates: str = "new",
-) -> dict:
+def tune(data: str, output: str, **settings) -> dict:
     """Run (or continue) a search; writes the table and the best config.
 
-    `pack`: trials train on packed batches (`genni train --pack`: the same
-    model and loss, faster on short sequences). `candidates`: the ranking rule
-    of every trial's validation (`genni train --candidates`).
+    `settings`: those of `TuneConfig` (its defaults for the others), checked
+    before anything is written. `pack`: trials train on packed batches (`genni
+    train --pack`: the same model and loss, faster on short sequences).
+    `candidates`: the ranking rule of every trial's validation (`genni train
+    --candidates`). `space`: a JSON/YAML file replacing space entries.
     """
-    search = TuneConfig.of(  # Checked before anything is written.
-        oracle=oracle,
-        max_trials=max_trials,
-        epochs_per_trial=epochs_per_trial,
-        patience=patience,
-        space=space_file,
-        seed=seed,
-        pack=pack,
-        candidates=candidates,
-    )
-    oracle, max_trials, epochs_per_trial = (
-        search.oracle,
-        search.max_trials,
-        search.epochs_per_trial,
-    )
-    patience, seed, pack, candidates = (
-        search.patience,
-        search.seed,
-        search.pack,
-        search.candidates,
-    )
+    search = TuneConfig.of(**settings)
     space = load_space(search.space)
     base = TrainConfig.of(
         **{
             **DEFAULT_SETTINGS,
             # A trial's budget: a fixed patience over its few epochs.
-            "patience": patience,
+            "patience": search.patience,
             "patience_growth": 0.0,
         },
         data=data,
         output="",
-        epochs=epochs_per_trial,
-        seed=seed,
-        pack=pack,
-        candidates=candidates,
+        epochs=search.epochs_per_trial,
+        seed=search.seed,
+        pack=search.pack,
+        candidates=search.candidates,
     )
     tuner = GenNiTuner(
-        make_oracle(oracle, max_trials, epochs_per_trial, seed, space),
+        make_oracle(
+            search.oracle,
+            search.max_trials,
+            search.epochs_per_trial,
+            search.seed,
+            space,
+        ),
         space,
         base,
         directory=output,
