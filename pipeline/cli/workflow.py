@@ -306,14 +306,10 @@ def step_export(config: dict, data: str, run_dir: str, log) -> dict:
 def _same_export(decision: dict, settings: ExportConfig) -> bool:
     """Whether `decision` was taken with these export settings (a decision
     written before they were recorded: with the defaults of its time)."""
+    defaults = ExportConfig.defaults()
     return all(
-        decision.get(name, default) == getattr(settings, name)
-        for name, default in (
-            ("k", 10),
-            ("max_regression", 0.0),
-            ("split", schema.VALID),
-            ("candidates", None),
-        )
+        decision.get(name, defaults[name]) == value
+        for name, value in settings.to_dict().items()
     )
 
 
@@ -331,14 +327,14 @@ def served_run(config: dict) -> str | None:
     """The run behind the version serving now from `workdir/models` (None:
     none serves, or its run is gone)."""
     from genni.pipeline.serving import guard
+    from genni.pipeline.training import rundir
 
     base = os.path.join(config["workdir"], "models")
     served = guard.served_version(base)
     for decision in reversed(_decisions(base)):
         if decision.get("version") == served and decision["decision"] == "published":
             run_dir = decision.get("run")
-            exists = run_dir and os.path.exists(os.path.join(run_dir, "config.json"))
-            return run_dir if exists else None
+            return run_dir if run_dir and rundir.started(run_dir) else None
     return None
 
 
