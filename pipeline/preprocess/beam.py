@@ -110,8 +110,6 @@ class ReadLineChunksFn(beam.DoFn):
         self._chunk_lines = chunk_lines
 
     def process(self, readable: fileio.ReadableFile) -> Iterator[tuple[str, int, list]]:
-        import zlib
-
         path = readable.metadata.path
         tail = b""
         chunk: list[bytes] = []
@@ -126,11 +124,8 @@ class ReadLineChunksFn(beam.DoFn):
                         yield path, first, chunk[: self._chunk_lines]
                         chunk = chunk[self._chunk_lines :]
                         first += self._chunk_lines
-        except (EOFError, OSError, zlib.error) as e:
-            raise ValueError(
-                f"Cannot read {path} to its end ({type(e).__name__}: {e}): a "
-                "truncated or corrupt compressed file?"
-            ) from None
+        except outputs.READ_ERRORS as e:
+            raise outputs.unreadable(path, e) from None
         if tail:
             chunk.append(tail)
         if chunk:
@@ -182,11 +177,7 @@ class ParseReviewFn(beam.DoFn):
         counts["lines_read"] += len(lines)
         for number, raw in enumerate(lines, start=first):
             try:
-                line = formats.decode(raw)
-                if not line.strip():
-                    counts["blank_lines"] += 1
-                    continue
-                events = formats.line_events(self._parse, self._fmt, line, number)
+                events = formats.read_line(self._parse, self._fmt, raw, number)
             except formats.MalformedRecord as e:
                 counts["malformed_lines"] += 1
                 _LOG.debug("Malformed line %d of %s: %s", number, path, e.reason)
@@ -194,6 +185,9 @@ class ParseReviewFn(beam.DoFn):
                     DEAD_LETTER,
                     formats.dead_letter_record(path, raw, e.reason, number),
                 )
+                continue
+            if events is None:
+                counts["blank_lines"] += 1
                 continue
             for event in events:
                 counts["events_read"] += 1

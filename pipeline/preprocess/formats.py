@@ -322,12 +322,20 @@ def decode(raw: bytes | str) -> str:
     return raw.rstrip("\r\n")
 
 
-def line_events(
-    parse: Callable[[str], Iterator[Event]], fmt: str, line: str, line_number: int
-) -> list[Event]:
-    """The events of line `line_number` (1-based) of a file, read by `parse`
-    (`parser_for(fmt)`); MalformedRecord for a line that cannot be read. A
-    sequences line's events are timed by their place in the file."""
+def read_line(
+    parse: Callable[[str], Iterator[Event]],
+    fmt: str,
+    raw: bytes | str,
+    line_number: int,
+) -> list[Event] | None:
+    """The events of line `line_number` (1-based) of a file, its bytes `raw`,
+    read by `parse` (`parser_for(fmt)`); None for a blank line;
+    MalformedRecord for a line that is not UTF-8 or cannot be read. A
+    sequences line's events are timed by their place in the file. The Beam
+    pipeline and the in-memory reader both read every line here."""
+    line = decode(raw)
+    if not line.strip():
+        return None
     events = list(parse(line))
     if fmt != SEQUENCES:
         return events

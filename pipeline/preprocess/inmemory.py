@@ -33,14 +33,13 @@ def read_events(
     for path, number, raw in outputs.iter_raw_lines(config.input):
         counters["lines_read"] += 1
         try:
-            line = formats.decode(raw)
-            if not line.strip():
-                counters["blank_lines"] += 1
-                continue
-            events = formats.line_events(parse, fmt, line, number)
+            events = formats.read_line(parse, fmt, raw, number)
         except formats.MalformedRecord as e:
             counters["malformed_lines"] += 1
             dead_letters.append(formats.dead_letter_record(path, raw, e.reason, number))
+            continue
+        if events is None:
+            counters["blank_lines"] += 1
             continue
         for event in events:
             counters["events_read"] += 1

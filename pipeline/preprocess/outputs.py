@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import uuid
+import zlib
 from collections.abc import Iterable
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -122,18 +123,25 @@ def open_log(path: str):
     return FileSystems.open(path)  # CompressionTypes.AUTO: by the extension.
 
 
+# What reading a truncated or corrupt (compressed) file raises.
+READ_ERRORS = (EOFError, OSError, zlib.error)
+
+
+def unreadable(path: str, error: Exception) -> ValueError:
+    """The error of a log file that cannot be read to its end."""
+    return ValueError(
+        f"Cannot read {path} to its end ({type(error).__name__}: {error}): a "
+        "truncated or corrupt compressed file?"
+    )
+
+
 def read_or_fail(path: str, f) -> Iterable[bytes]:
     """The lines of the open file `f`, a read error naming `path`."""
-    import zlib
-
     try:
         while raw := f.readline():
             yield raw
-    except (EOFError, OSError, zlib.error) as e:
-        raise ValueError(
-            f"Cannot read {path} to its end ({type(e).__name__}: {e}): a "
-            "truncated or corrupt compressed file?"
-        ) from None
+    except READ_ERRORS as e:
+        raise unreadable(path, e) from None
 
 
 def iter_lines(pattern: str) -> Iterable[tuple[str, str]]:
