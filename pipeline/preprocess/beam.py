@@ -302,12 +302,7 @@ class TimeSplit(beam.PTransform):
     def expand(self, events: beam.PCollection) -> dict:
         config = self._config
         valid_days, test_days = config.windows
-        timed = (
-            events
-            | "GroupByUser" >> beam.GroupByKey()
-            | "Order"
-            >> beam.ParDo(OrderTimedEventsFn()).with_outputs(STATS, main="users")
-        )
+        timed = ordered_per_user(events, OrderTimedEventsFn())
         cutoffs = (
             timed.users
             | "UserLast" >> beam.Map(lambda ue: max(t for t, _ in ue[1]))
@@ -315,13 +310,10 @@ class TimeSplit(beam.PTransform):
             | "Cutoffs"
             >> beam.Map(lambda t: sequences.time_cutoffs(t, test_days, valid_days))
         )
-        training = (
+        training = _packed(
             timed.users
             | "BeforeCutoff"
             >> beam.FlatMap(_before_cutoff, beam.pvalue.AsSingleton(cutoffs))
-            | "Batch"
-            >> beam.BatchElements(min_batch_size=MIN_BATCH, max_batch_size=MAX_BATCH)
-            | "Pack" >> beam.Map(sequences.pack_users)
         )
         core = training | "KCoreFilter" >> KCoreFilter(
             config.min_count, config.max_kcore_rounds
@@ -383,19 +375,28 @@ class BuildUserSequences(beam.PTransform):
     """Keyed events to batches of (user, ordered items); `stats` counts duplicates."""
 
     def expand(self, events: beam.PCollection) -> dict[str, beam.PCollection]:
-        ordered = (
-            events
-            | "GroupByUser" >> beam.GroupByKey()
-            | "Order"
-            >> beam.ParDo(OrderUserEventsFn()).with_outputs(STATS, main="users")
-        )
-        batches = (
-            ordered.users
-            | "Batch"
-            >> beam.BatchElements(min_batch_size=MIN_BATCH, max_batch_size=MAX_BATCH)
-            | "Pack" >> beam.Map(sequences.pack_users)
-        )
-        return {"batches": batches, STATS: ordered[STATS]}
+        ordered = ordered_per_user(events, OrderUserEventsFn())
+        return {"batches": _packed(ordered.users), STATS: ordered[STATS]}
+
+
+def ordered_per_user(events: beam.PCollection, order: beam.DoFn):
+    """Keyed events grouped by user and ordered by `order` (main output
+    `users`, and `stats`)."""
+    return (
+        events
+        | "GroupByUser" >> beam.GroupByKey()
+        | "Order" >> beam.ParDo(order).with_outputs(STATS, main="users")
+    )
+
+
+def _packed(users: beam.PCollection) -> beam.PCollection:
+    """(user, items) pairs to packed batches (`UserBatch`)."""
+    return (
+        users
+        | "Batch"
+        >> beam.BatchElements(min_batch_size=MIN_BATCH, max_batch_size=MAX_BATCH)
+        | "Pack" >> beam.Map(sequences.pack_users)
+    )
 
 
 def _first_appearance(batch: UserBatch) -> Iterator[dict]:

@@ -236,13 +236,8 @@ def build_pipeline(
             fmt, config.min_rating, inmemory.log_header(config.input, fmt)
         )
     )
-    users = (
-        parsed[preprocess.EVENTS]
-        | "GroupByUser" >> beam.GroupByKey()
-        | "Order"
-        >> beam.ParDo(preprocess.OrderUserEventsFn()).with_outputs(
-            preprocess.STATS, main="users"
-        )
+    users = preprocess.ordered_per_user(
+        parsed[preprocess.EVENTS], preprocess.OrderUserEventsFn()
     )
     handler = inference.KeyedModelHandler(
         TopKModelHandler(model_path, config.k, config.batch_size)
