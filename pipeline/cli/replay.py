@@ -159,6 +159,7 @@ def replay(
     """Replay `log_path` (see the module); returns one row per step. With
     `serve`, `genni serve` runs on the loop's models directory from the first
     published version on, asked all along (`serving.probe`)."""
+    from genni.components import schema
     from genni.pipeline.cli import workflow
     from genni.pipeline.preprocess import outputs
     from genni.pipeline.serving.probe import ServeProbe
@@ -175,13 +176,13 @@ def replay(
         "warm": {**config, "train": {**train, "warm_start": workflow.SERVED}},
         "scratch": {**config, "train": train},
     }
-    new_rule = train.get("candidates", "new") == "new"
+    new_rule = workflow.train_config(loops["scratch"], "", {}).candidates == "new"
     rows, first = [], None
     suffix = os.path.splitext(log_path)[1]
     # Items the loop's vocabulary first holds at a step after the first, and
     # whether a served top-10 holds them from that step on.
     known: set = set()
-    new_items: dict[str, int] = {}
+    new_items: set = set()
     reached: set = set()
     probe = None
     trained: set = set()  # Runs met before: a step that reuses one trained 0 s.
@@ -204,10 +205,12 @@ def replay(
                     continue
                 _, vocabulary = outputs.read_vocabulary(result["data"])
                 arrived = set(vocabulary) - known if known else set()
-                new_items.update((item, step) for item in arrived)
+                new_items |= arrived
                 known |= set(vocabulary)
                 row["new_items"] = len(arrived)
-                stats = rundir.read_json(os.path.join(result["data"], "stats.json"))
+                stats = rundir.read_json(
+                    os.path.join(result["data"], schema.STATS_FILE)
+                )
                 row["items"] = stats["items"]
                 split = stats.get("time_split") or {}
                 row["new_item_share"] = split.get("test_new_item_share")
