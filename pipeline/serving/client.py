@@ -78,8 +78,18 @@ def recommend_grpc(
 ) -> tuple[list[str], list[float]]:
     """Top-K over gRPC with TF Serving's own `PredictionServiceStub`."""
     import grpc
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    with grpc.insecure_channel(target) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        response = stub.Predict(grpc_request(model, history), timeout=timeout)
+    return grpc_answer(response)
+
+
+def grpc_request(model: str, history: list[str]):
+    """The `PredictRequest` of `serving_default` for one raw history."""
     import tensorflow as tf
-    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+    from tensorflow_serving.apis import predict_pb2
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model
@@ -87,9 +97,13 @@ def recommend_grpc(
     request.inputs[export.HISTORY].CopyFrom(
         tf.make_tensor_proto([list(history)], dtype=tf.string)
     )
-    with grpc.insecure_channel(target) as channel:
-        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        response = stub.Predict(request, timeout=timeout)
+    return request
+
+
+def grpc_answer(response) -> tuple[list[str], list[float]]:
+    """(item ids, scores) of a `PredictResponse` of `grpc_request`."""
+    import tensorflow as tf
+
     ids = tf.make_ndarray(response.outputs[export.ITEM_IDS])[0]
     scores = tf.make_ndarray(response.outputs[export.SCORES])[0]
     count = None

@@ -10,7 +10,6 @@ and the first errors are in `counts()`.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -18,9 +17,8 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
-from genni.pipeline.serving import export
+from genni.pipeline.serving import client
 
 _READY = re.compile(r"REST (http://\S+)/v1/models/\S+, gRPC (\S+?)[,.]? ")
 
@@ -115,8 +113,10 @@ class ServeProbe:
 
     def _loop(self) -> None:
         import grpc
+        from tensorflow_serving.apis import prediction_service_pb2_grpc
 
         with grpc.insecure_channel(self.target) as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
             kinds = ("rest", "grpc")
             n = 0
             while not self._stop.is_set():
@@ -131,7 +131,7 @@ class ServeProbe:
                     if kind == "rest":
                         version = self._rest(history)
                     else:
-                        version = self._grpc(channel, history)
+                        version = self._grpc(stub, history)
                     failed = None
                 except Exception as e:  # Every failure is counted, never raised.
                     failed, version = f"{kind}: {type(e).__name__}: {e}"[:300], None
@@ -146,29 +146,17 @@ class ServeProbe:
                 time.sleep(self.pause)
 
     def _rest(self, history: list[str]) -> None:  # Its answer names no version.
-        body = json.dumps({"instances": [{export.HISTORY: history}]}).encode()
-        request = urllib.request.Request(
-            f"{self.url}/v1/models/{self.model}:predict",
-            data=body,
-            headers={"Content-Type": "application/json"},
+        ids, _ = client.recommend_rest(
+            self.url, self.model, history, timeout=self.timeout
         )
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            prediction = json.loads(response.read())["predictions"][0]
-        if not prediction[export.ITEM_IDS]:
+        if not ids:
             raise ValueError("an answer without items")
-        return None
 
-    def _grpc(self, channel, history: list[str]) -> int:
-        import tensorflow as tf
-        from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
-
-        request = predict_pb2.PredictRequest()
-        request.model_spec.name = self.model
-        request.inputs[export.HISTORY].CopyFrom(
-            tf.make_tensor_proto([history], dtype=tf.string)
+    def _grpc(self, stub, history: list[str]) -> int:
+        response = stub.Predict(
+            client.grpc_request(self.model, history), timeout=self.timeout
         )
-        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        response = stub.Predict(request, timeout=self.timeout)
-        if not tf.make_ndarray(response.outputs[export.ITEM_IDS]).size:
+        ids, _ = client.grpc_answer(response)
+        if not ids:
             raise ValueError("an answer without items")
         return response.model_spec.version.value
