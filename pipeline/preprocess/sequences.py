@@ -78,6 +78,18 @@ def pad_left(ids: Sequence[int], max_len: int) -> list[int]:
     return [schema.PADDING_ID] * (max_len - len(ids)) + ids
 
 
+def next_item_example(item_ids: Sequence[int], max_len: int) -> dict:
+    """The features of a sequence s_1..s_m read as every position t
+    predicting s_{t+1}: the last target s_m, the history s_1..s_{m-1}."""
+    inputs, targets = item_ids[:-1], item_ids[1:]
+    return {
+        schema.INPUT_IDS: pad_left(inputs, max_len),
+        schema.TARGET_IDS: pad_left(targets, max_len),
+        schema.TARGET: targets[-1],
+        schema.HISTORY: list(inputs),
+    }
+
+
 def split_examples(item_ids: Sequence[int], max_len: int) -> dict[str, dict]:
     """Leave-one-out examples of one user, as feature dicts by split.
 
@@ -95,13 +107,7 @@ def split_examples(item_ids: Sequence[int], max_len: int) -> dict[str, dict]:
     for split, cut in ((schema.TRAIN, n - 2), (schema.VALID, n - 1), (schema.TEST, n)):
         if cut < 2:
             continue  # No input left for this split.
-        inputs, targets = item_ids[: cut - 1], item_ids[1:cut]
-        features = {
-            schema.INPUT_IDS: pad_left(inputs, max_len),
-            schema.TARGET_IDS: pad_left(targets, max_len),
-            schema.TARGET: targets[-1],
-            schema.HISTORY: list(inputs),
-        }
+        features = next_item_example(item_ids[:cut], max_len)
         if split == schema.TRAIN:
             features[schema.USER_ITEMS] = sorted(set(item_ids[:cut]))
         examples[split] = features
@@ -341,15 +347,8 @@ def time_split_examples(
     counts: collections.Counter = collections.Counter()
     if kept and len(kept) >= 2:
         ids = [item_ids[i] for i in kept]
-        examples[schema.TRAIN].append(
-            {
-                schema.INPUT_IDS: pad_left(ids[:-1], max_len),
-                schema.TARGET_IDS: pad_left(ids[1:], max_len),
-                schema.TARGET: ids[-1],
-                schema.HISTORY: ids[:-1],
-                schema.USER_ITEMS: sorted(set(ids)),
-            }
-        )
+        train = next_item_example(ids, max_len)
+        examples[schema.TRAIN].append({**train, schema.USER_ITEMS: sorted(set(ids))})
     if kept:
         seen: set = set()
         for item in kept:
