@@ -115,21 +115,29 @@ def score_version(
     return _two(accumulator.result())
 
 
-def score_popular(events: dict, cut: float, histories, targets, new: bool) -> dict:
-    """The most-popular-items baseline: items by their events up to `cut`; under
-    the "new" rule a user's own items are left out, as the model's are."""
+def score_popular(
+    events: dict, cut: float, histories, targets, candidates: str
+) -> dict:
+    """The most-popular-items baseline: items by their events up to `cut`,
+    each ranking leaving out what the run's rule leaves out (`candidates`,
+    `metrics.left_out`: under "new" a user's own items), as the model's does."""
     import numpy as np
+    import tensorflow as tf
 
-    from genni.components.metrics import RankingAccumulator
+    from genni.components import metrics
 
     counts = collections.Counter(
         item for timed in events.values() for t, item in timed if t <= cut
     )
     order = [item for item, _ in counts.most_common()]
-    accumulator = RankingAccumulator()
-    for history, target in zip(histories, targets, strict=True):
-        seen = set(history) if new else set()
-        ranked = [i for i in order[: 20 + len(seen)] if i not in seen]
+    index = {item: i for i, item in enumerate(order, start=1)}  # 0: unknown.
+    rows = [[index.get(i, 0) for i in history] for history in histories]
+    history = tf.ragged.constant(rows, dtype=tf.int64, ragged_rank=1)
+    excluded = metrics.left_out(history, candidates).to_list()
+    accumulator = metrics.RankingAccumulator()
+    for left_out, target in zip(excluded, targets, strict=True):
+        skip = set(left_out)
+        ranked = [i for i in order[: 20 + len(skip)] if index[i] not in skip]
         rank = ranked.index(target) if target in ranked else len(order)
         accumulator.update(np.array([rank]))
     return _two(accumulator.result())
@@ -176,7 +184,7 @@ def replay(
         "warm": {**config, "train": {**train, "warm_start": workflow.SERVED}},
         "scratch": {**config, "train": train},
     }
-    new_rule = workflow.train_config(loops["scratch"], "", {}).candidates == "new"
+    candidates = workflow.train_config(loops["scratch"], "", {}).candidates
     rows, first = [], None
     suffix = os.path.splitext(log_path)[1]
     # Items the loop's vocabulary first holds at a step after the first, and
@@ -236,7 +244,7 @@ def replay(
             reached |= {item for item in top10 if item in new_items}
             row["new_items_reached"] = len(reached)
             row["never"] = score_version(first, histories, targets) if targets else {}
-            row["popular"] = score_popular(events, cut, histories, targets, new_rule)
+            row["popular"] = score_popular(events, cut, histories, targets, candidates)
             if probe is not None:
                 row["serve"] = probe.counts()  # So far.
             rows.append(row)
