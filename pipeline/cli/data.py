@@ -52,6 +52,23 @@ def format_stats(stats: dict) -> str:
                 "days); training: the events before the validation cutoff",
             ),
             (
+                "scoreable cases",
+                f"valid {split.get('valid_scoreable_cases', 0):,}, test "
+                f"{split.get('test_scoreable_cases', 0):,} (a target the vocabulary "
+                "knows)"
+                + (
+                    f"; at least {split['min_cases']:,} asked"
+                    if split.get("min_cases")
+                    else ""
+                )
+                + (
+                    f"; windows widened from {split['asked_days']['valid']:g} + "
+                    f"{split['asked_days']['test']:g} days"
+                    if split.get("asked_days")
+                    else ""
+                ),
+            ),
+            (
                 "targets that are new items",
                 f"valid {split['valid_new_item_targets']:,} of "
                 f"{split['valid_cases']:,} ({100 * split['valid_new_item_share']:.1f}%)"
@@ -164,6 +181,17 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
         help="The validation window of --split time, in days (default: --test-days).",
     )
     parser.add_argument(
+        "--min-cases",
+        type=int,
+        default=0,
+        metavar="N",
+        help="With --split time: the scoreable cases (a target the vocabulary "
+        "knows) each window must hold. A window with fewer is widened, its days "
+        "doubled, while both windows stay within half of the log's days; one "
+        "still short is reported, and the guarded export refuses to judge on "
+        "it (default 0: the windows as given).",
+    )
+    parser.add_argument(
         "--previous",
         default=None,
         metavar="DATA",
@@ -192,6 +220,7 @@ def preprocess_config_from_args(args: argparse.Namespace) -> PreprocessConfig:
         test_days=args.test_days,
         valid_days=args.valid_days,
         previous=args.previous,
+        min_cases=args.min_cases,
     )
 
 
@@ -241,11 +270,14 @@ def synth_config_from_args(args: argparse.Namespace) -> SyntheticConfig:
 
 def _preprocess(args: argparse.Namespace, beam_args: list[str]) -> int:
     from genni.pipeline.preprocess import beam as preprocess
+    from genni.pipeline.preprocess import windows
 
     config = preprocess_config_from_args(args)
     print(f"Preprocessing {config.input} -> {config.output} (Apache Beam)", flush=True)
     start = time.perf_counter()
-    stats = preprocess.preprocess(config, beam_args)
+    stats = windows.preprocess(
+        config, lambda c: preprocess.preprocess(c, beam_args), log=print
+    )
     print(f"Done in {time.perf_counter() - start:.1f} s.")
     print(format_stats(stats))
     if stats["malformed_lines"]:

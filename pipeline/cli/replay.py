@@ -163,6 +163,7 @@ def replay(
     output: str,
     log=print,
     serve: bool = False,
+    loops: tuple[str, ...] = ("warm", "scratch"),
 ) -> list[dict]:
     """Replay `log_path` (see the module); returns one row per step. With
     `serve`, `genni serve` runs on the loop's models directory from the first
@@ -180,11 +181,12 @@ def replay(
     cuts = cut_times(last, every_days, steps)
     train = dict(config.get("train") or {})
     train.pop("warm_start", None)
-    loops = {
+    every_loop = {
         "warm": {**config, "train": {**train, "warm_start": workflow.SERVED}},
         "scratch": {**config, "train": train},
     }
-    candidates = workflow.train_config(loops["scratch"], "", {}).candidates
+    loops = {name: every_loop[name] for name in loops}
+    candidates = workflow.train_config(every_loop["scratch"], "", {}).candidates
     rows, first = [], None
     suffix = os.path.splitext(log_path)[1]
     # Items the loop's vocabulary first holds at a step after the first, and
@@ -206,9 +208,15 @@ def replay(
                 start = time.perf_counter()
                 result = workflow.run(loop, log=lambda m, n=name: log(f"[{n}] {m}"))
                 row[f"{name}_seconds"] = round(time.perf_counter() - start, 1)
-                row[f"{name}_train_seconds"] = train_seconds(result["run"], trained)
-                trained.add(result["run"])
+                row[f"{name}_train_seconds"] = sum(  # The refit's too.
+                    train_seconds(run, trained)
+                    for run in (result["run"], result.get("refit"))
+                    if run
+                )
+                trained.update({result["run"], result.get("refit")})
                 row[f"{name}_export"] = result["export"]["decision"]
+                row[f"{name}_why"] = result["export"]["why"]
+                row[f"{name}_served"] = served_what(workdir)
                 if name != "warm":
                     continue
                 _, vocabulary = outputs.read_vocabulary(result["data"])
@@ -231,20 +239,27 @@ def replay(
                 if probe is not None:  # Users of the next period ask it.
                     probe.ask(histories)
             if first is None:  # The first step's version: never retrained.
-                first = _served(os.path.join(output, "warm"))
+                first = _served(os.path.join(output, next(iter(loops))))
             top10: set = set()
-            for name in ("warm", "scratch"):
+            for name in VARIANTS[:2]:
+                if name not in loops:
+                    row[name] = {}
+                    continue
                 served = _served(os.path.join(output, name))
                 collect = top10 if name == "warm" else None
                 row[name] = (
                     score_version(served, histories, targets, served=collect)
-                    if targets
+                    if targets and served
                     else {}
                 )
             reached |= {item for item in top10 if item in new_items}
             row["new_items_reached"] = len(reached)
-            row["never"] = score_version(first, histories, targets) if targets else {}
+            row["never"] = (
+                score_version(first, histories, targets) if targets and first else {}
+            )
             row["popular"] = score_popular(events, cut, histories, targets, candidates)
+            for name in loops:  # A served model below "most popular".
+                row[f"{name}_below_popular"] = below_popular(row, name)
             if probe is not None:
                 row["serve"] = probe.counts()  # So far.
             rows.append(row)
@@ -257,6 +272,24 @@ def replay(
         rows[-1]["serve"] = probe.counts()
         write_report(rows, output, log_path, every_days, steps)
     return rows
+
+
+def served_what(workdir: str) -> str:
+    """What the loop in `workdir` serves: 'v3', 'v1 (popular)' for the
+    popularity ranking (`export.export_popular`), or 'nothing'."""
+    from genni.pipeline.serving import export
+
+    path = _served(workdir)
+    if path is None:
+        return "nothing"
+    version = os.path.basename(path)
+    return f"v{version} (popular)" if export.is_popular(path) else f"v{version}"
+
+
+def below_popular(row: dict, name: str) -> bool:
+    """Whether the loop `name` served below the popularity ranking."""
+    served = row[name].get("NDCG@10")
+    return served is not None and served < row["popular"]["NDCG@10"]
 
 
 def train_seconds(run_dir: str, trained: set) -> float:
@@ -279,36 +312,61 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     """replay.md, replay.json and, with matplotlib, replay.png."""
     with open(os.path.join(output, "replay.json"), "w") as f:
         json.dump(rows, f, indent=2)
+    shown = [v for v in VARIANTS if any(r[v] for r in rows)]
+    loops = [v for v in ("warm", "scratch") if v in shown]
     head = (
         "| step | cases | items | new-item share | "
-        + " | ".join(f"{v} NDCG@10" for v in VARIANTS)
-        + " | warm train s | scratch train s | warm pipeline s | scratch pipeline s"
-        " | warm export |"
+        + " | ".join(f"{v} NDCG@10" for v in shown)
+        + "".join(f" | {v} serves | {v} train s | {v} pipeline s" for v in loops)
+        + " | warm export |"
     )
     lines = [
         f"# Replay of {os.path.basename(log_path)}: {steps} steps, every "
         f"{every_days:g} days",
         "",
-        "Each step's served version scored on the next period's events (%).",
+        "Each step's served version scored on the next period's events (%); "
+        "**bold**: a served model below the popularity ranking.",
         "",
         head,
         "|" + "---|" * (head.count("|") - 1),
     ]
+
+    def ndcg(r, v):
+        value = f"{r[v].get('NDCG@10', float('nan')):.2f}"
+        return f"**{value}**" if r.get(f"{v}_below_popular") else value
+
     for r in rows:
         share = r.get("new_item_share")
         lines.append(
             f"| {r['step']} | {r['cases']:,} | {r.get('items', 0):,} | "
             + (f"{100 * share:.1f}%" if share is not None else "")
             + " | "
-            + " | ".join(f"{r[v].get('NDCG@10', float('nan')):.2f}" for v in VARIANTS)
-            + f" | {r.get('warm_train_seconds', float('nan')):.0f}"
-            f" | {r.get('scratch_train_seconds', float('nan')):.0f}"
-            f" | {r['warm_seconds']:.0f} | {r['scratch_seconds']:.0f} | "
-            f"{r['warm_export']} |"
+            + " | ".join(ndcg(r, v) for v in shown)
+            + "".join(
+                f" | {r.get(f'{v}_served', '')}"
+                f" | {r.get(f'{v}_train_seconds', float('nan')):.0f}"
+                f" | {r.get(f'{v}_seconds', float('nan')):.0f}"
+                for v in loops
+            )
+            + f" | {r.get('warm_export', '')} |"
         )
-    means = {
-        v: sum(r[v].get("NDCG@10", 0.0) for r in rows) / len(rows) for v in VARIANTS
-    }
+    means = {v: sum(r[v].get("NDCG@10", 0.0) for r in rows) / len(rows) for v in shown}
+    lines += [
+        "",
+        "Steps whose served model was below the popularity ranking: "
+        + ", ".join(
+            f"{v} {sum(bool(r.get(f'{v}_below_popular')) for r in rows)} of {len(rows)}"
+            for v in loops
+        )
+        + ".",
+    ]
+    refusals = [
+        f"- step {r['step']}: {r['warm_why']}"
+        for r in rows
+        if r.get("warm_export") not in (None, "published")
+    ]
+    if refusals:
+        lines += ["", "Candidates of the warm loop refused:", "", *refusals]
     arrived = sum(r.get("new_items", 0) for r in rows)
     later = rows[1:]  # Step 1 trains both loops from scratch.
     spent = {
@@ -321,7 +379,12 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
         + ", ".join(f"{v} {m:.2f}" for v, m in means.items())
         + (
             f" (warm / scratch: {means['warm'] / means['scratch']:.3f})"
-            if means["scratch"]
+            if means.get("scratch") and means.get("warm")
+            else ""
+        )
+        + (
+            f" (warm / popular: {means['warm'] / means['popular']:.3f})"
+            if means.get("warm") and means.get("popular")
             else ""
         ),
         "",
@@ -363,9 +426,9 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     figure, (ndcg, seconds, catalog) = plt.subplots(
         3, 1, figsize=(6.5, 8), sharex=True, height_ratios=(2, 1, 1)
     )
-    for v in VARIANTS:
+    for v in shown:
         ndcg.plot(steps, [r[v].get("NDCG@10") for r in rows], marker="o", label=v)
-    refused = [r for r in rows if r["warm_export"] != "published"]
+    refused = [r for r in rows if r.get("warm_export", "published") != "published"]
     if refused:  # The loop kept the version it served.
         ndcg.scatter(
             [r["step"] for r in refused],
@@ -377,7 +440,7 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
         )
     ndcg.set_ylabel("NDCG@10, next period (%)")
     ndcg.legend(fontsize="small")
-    for v in ("warm", "scratch"):
+    for v in loops:
         seconds.plot(
             steps, [r.get(f"{v}_train_seconds") for r in rows], marker="o", label=v
         )
@@ -409,7 +472,15 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
         every_days = float(every)
     except ValueError:
         raise ValueError(f"--every takes days, e.g. 7d. Got {args.every!r}.") from None
-    replay(args.input, every_days, args.steps, config, args.output, serve=args.serve)
+    replay(
+        args.input,
+        every_days,
+        args.steps,
+        config,
+        args.output,
+        serve=args.serve,
+        loops=("warm", "scratch") if args.loops == "both" else (args.loops,),
+    )
     print(f"Report: {os.path.join(args.output, 'replay.md')}")
     return 0
 
@@ -432,6 +503,13 @@ def add_replay(commands) -> None:
         "the replay sets them (--input cut at each step, --output).",
     )
     p.add_argument("--output", required=True, help="Directory to write.")
+    p.add_argument(
+        "--loops",
+        choices=("both", "warm", "scratch"),
+        default="both",
+        help="Which loops run: the warm-started one, the one from scratch, or "
+        "both side by side (default both; one loop takes about half the time).",
+    )
     p.add_argument(
         "--serve",
         action="store_true",

@@ -91,6 +91,19 @@ class ExportConfig(Settings):
     candidates: str | None = setting(
         None, "The ranking rule (default: the run's).", choices=(None, "new", "all")
     )
+    baseline: str = setting(
+        "popular",
+        "What a candidate must beat besides the served version: 'popular', the "
+        "popularity ranking of its training events (it serves while no model "
+        "has beaten it), or 'none'.",
+        choices=("popular", "none"),
+    )
+    refit: bool = setting(
+        False,
+        "Publish a refit: the judged run's settings and best epoch count, "
+        "trained again on every event of the input (the windows included; "
+        "needs `preprocess: {split: time}`), judged by the run it refits.",
+    )
 
 
 def check(config: dict) -> None:
@@ -99,7 +112,14 @@ def check(config: dict) -> None:
     from genni.pipeline.preprocess.config import PreprocessConfig
     from genni.pipeline.training.config import TuneConfig
 
-    ExportConfig.from_dict(config.get("export") or {})
+    export_settings = ExportConfig.from_dict(config.get("export") or {})
+    if export_settings.refit and (config.get("preprocess") or {}).get("split") != (
+        "time"
+    ):
+        raise ValueError(
+            "`export: refit` needs `preprocess: {split: time}`: a refit learns the "
+            "events of the split's windows."
+        )
     if config.get("tune") is not None:
         TuneConfig.from_dict(config["tune"])
     preprocess = dict(config.get("preprocess") or {})
@@ -158,7 +178,7 @@ def step_preprocess(config: dict, log, previous: str | None = None) -> str:
     it exists; `previous`: an earlier dataset whose ids it keeps (the data of
     the run a warm start begins from)."""
     from genni.pipeline.cli.data import format_stats
-    from genni.pipeline.preprocess import beam
+    from genni.pipeline.preprocess import beam, windows
     from genni.pipeline.preprocess.config import PreprocessConfig
 
     settings = dict(config.get("preprocess") or {})
@@ -177,7 +197,9 @@ def step_preprocess(config: dict, log, previous: str | None = None) -> str:
         previous=previous,
         **settings,
     )
-    stats = beam.preprocess(preprocess_config, [])
+    stats = windows.preprocess(
+        preprocess_config, lambda c: beam.preprocess(c, []), log=log
+    )
     log(format_stats(stats))
     return data
 
@@ -231,11 +253,42 @@ def train_config(config: dict, data: str, tuned: dict, warm_start: str | None = 
 def step_train(
     config: dict, data: str, tuned: dict, log, warm_start: str | None = None
 ) -> str:
+    return _train_run(config, train_config(config, data, tuned, warm_start), log)
+
+
+def step_refit(config: dict, data: str, run_dir: str, log) -> str:
+    """The refit of `run_dir` (`export: {refit: true}`): the same input with
+    every event learned (`--test-days 0`, ids kept after `data`'s), `run_dir`'s
+    settings and warm start, its best epoch count, no validation."""
+    from genni.pipeline.training import model, rundir
+    from genni.pipeline.training.config import TrainConfig
+
+    section = dict(config.get("preprocess") or {})
+    section.update(test_days=0, valid_days=None, min_cases=0)
+    refit_data = step_preprocess({**config, "preprocess": section}, log, data)
+    judged = model.read_config(run_dir)
+    best = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE))["best_epoch"]
+    probe = TrainConfig.from_dict(
+        {
+            **judged.to_dict(),
+            "data": refit_data,
+            "output": "",
+            "epochs": best,
+            "validation": False,
+        }
+    )
+    log(f"refit: {best} epochs of {run_dir}'s settings on every event")
+    return _train_run(config, probe, log)
+
+
+def _train_run(config: dict, probe, log) -> str:
+    """The run of `probe` (output unset) in `workdir/runs`: found finished,
+    resumed, or trained."""
     from genni.pipeline.training import keys, rundir, train
     from genni.pipeline.training.config import TrainConfig
 
+    data, warm_start = probe.data, probe.warm_start
     runs_dir = os.path.join(config["workdir"], "runs")
-    probe = train_config(config, data, tuned, warm_start)
     key = keys.run_key(probe, keys.data_fingerprint(data))
     found = keys.existing_runs(runs_dir).get(key)
     if found is not None:
@@ -267,7 +320,9 @@ def step_evaluate(run_dir: str, log) -> dict:
     return test
 
 
-def step_export(config: dict, data: str, run_dir: str, log) -> dict:
+def step_export(
+    config: dict, data: str, run_dir: str, log, refit: str | None = None
+) -> dict:
     from genni.pipeline.serving import guard
 
     settings = ExportConfig.from_dict(config.get("export") or {})
@@ -275,13 +330,12 @@ def step_export(config: dict, data: str, run_dir: str, log) -> dict:
     served = guard.served_version(base)
     if served is not None:
         for decision in reversed(_decisions(base)):
-            same_run = os.path.abspath(decision.get("run", "")) == os.path.abspath(
-                run_dir
-            )
+            judged = decision.get("judged_run") or decision.get("run") or ""
+            same_run = os.path.abspath(judged) == os.path.abspath(run_dir)
             if not same_run or not _same_export(decision, settings):
                 continue  # Another run, or other export settings: judge again.
             if decision.get("version") == served:
-                log(f"export: up to date (version {served} serves {run_dir})")
+                log(f"export: up to date (version {served} judged by {run_dir})")
                 return decision
             if decision["decision"] == "refused" and (
                 decision.get("served_version") == served
@@ -297,6 +351,8 @@ def step_export(config: dict, data: str, run_dir: str, log) -> dict:
         k=settings.k,
         data_dir=data,
         candidates=settings.candidates,
+        baseline=settings.baseline,
+        refit=refit,
         log=log,
     )
     log(f"export: {decision['decision']} ({decision['why']})")
@@ -323,9 +379,10 @@ def _decisions(base: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def served_run(config: dict) -> str | None:
+def served_run(config: dict, judged: bool = False) -> str | None:
     """The run behind the version serving now from `workdir/models` (None:
-    none serves, or its run is gone)."""
+    none serves, the popularity ranking does, or its run is gone);
+    `judged`: the run it was judged by (itself, or the run a refit refits)."""
     from genni.pipeline.serving import guard
     from genni.pipeline.training import rundir
 
@@ -334,6 +391,8 @@ def served_run(config: dict) -> str | None:
     for decision in reversed(_decisions(base)):
         if decision.get("version") == served and decision["decision"] == "published":
             run_dir = decision.get("run")
+            if judged:
+                run_dir = decision.get("judged_run") or run_dir
             return run_dir if run_dir and rundir.started(run_dir) else None
     return None
 
@@ -346,7 +405,7 @@ def run(config: dict, log=print) -> dict:
     the new preprocessing (`--previous`) and its weights to the new run
     (`--warm-start`); the guard then judges the new version against it.
     """
-    from genni.pipeline.training import model
+    from genni.pipeline.training import model, rundir
 
     start = None
     if (config.get("train") or {}).get("warm_start") == SERVED:
@@ -354,13 +413,27 @@ def run(config: dict, log=print) -> dict:
     previous = model.read_config(start).data if start else None
     data = step_preprocess(config, log, previous)
     tuned = step_tune(config, data, log)
-    if start and os.path.abspath(previous) == os.path.abspath(data):
-        # The served run is this dataset's own: the same run, not a new one.
-        start = model.read_config(start).warm_start
+    if start:
+        judged = model.read_config(served_run(config, judged=True) or start)
+        if os.path.abspath(judged.data) == os.path.abspath(data):
+            # The served run is this dataset's own: the same run, not a new one.
+            start = judged.warm_start
     run_dir = step_train(config, data, tuned, log, start)
     test = step_evaluate(run_dir, log)
-    decision = step_export(config, data, run_dir, log)
-    return {"data": data, "run": run_dir, "test": test, "export": decision}
+    refit = None
+    signal = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE)).get(
+        "validation_signal", True
+    )
+    if ExportConfig.from_dict(config.get("export") or {}).refit and signal:
+        refit = step_refit(config, data, run_dir, log)
+    decision = step_export(config, data, run_dir, log, refit)
+    return {
+        "data": data,
+        "run": run_dir,
+        "refit": refit,
+        "test": test,
+        "export": decision,
+    }
 
 
 def _pipeline(args: argparse.Namespace, extra: list[str]) -> int:

@@ -303,12 +303,15 @@ class TimeSplit(beam.PTransform):
         config = self._config
         valid_days, test_days = config.windows
         timed = ordered_per_user(events, OrderTimedEventsFn())
-        cutoffs = (
+        span = (
             timed.users
-            | "UserLast" >> beam.Map(lambda ue: max(t for t, _ in ue[1]))
-            | "LastTime" >> beam.CombineGlobally(max)
-            | "Cutoffs"
-            >> beam.Map(lambda t: sequences.time_cutoffs(t, test_days, valid_days))
+            | "UserSpan" >> beam.Map(lambda ue: (ue[1][0][0], ue[1][-1][0]))
+            | "LogSpan" >> beam.CombineGlobally(_log_span)
+        )
+        cutoffs = span | "Cutoffs" >> beam.Map(
+            lambda first_last: sequences.time_cutoffs(
+                first_last[1], test_days, valid_days
+            )
         )
         training = _packed(
             timed.users
@@ -349,7 +352,16 @@ class TimeSplit(beam.PTransform):
             ).with_outputs(STATS, *schema.SPLITS)
         )
         cutoff_stat = cutoffs | "CutoffStat" >> beam.Map(
-            lambda cuts: ("time_cutoffs", {"valid": cuts[0], "test": cuts[1]})
+            lambda cuts, first_last: (
+                "time_cutoffs",
+                {
+                    "valid": cuts[0],
+                    "test": cuts[1],
+                    "first": first_last[0],
+                    "last": first_last[1],
+                },
+            ),
+            beam.pvalue.AsSingleton(span),
         )
         training_users = training | "TrainingUsers" >> beam.Map(
             lambda batch: ("users_before_kcore", len(sequences.unpack_users(batch)))
@@ -362,6 +374,12 @@ class TimeSplit(beam.PTransform):
             "examples": examples,
             STATS: stats | "FlattenStats" >> beam.Flatten(),
         }
+
+
+def _log_span(spans: Iterable[tuple[float, float]]) -> tuple[float, float]:
+    """(first, last) event time over users' (first, last)s."""
+    spans = list(spans)
+    return min(s[0] for s in spans), max(s[1] for s in spans)
 
 
 def _before_cutoff(user_events: tuple, cutoffs: tuple) -> list:
@@ -556,7 +574,11 @@ def _stats_json(
     if "time_cutoffs" in extra:
         cuts = extra["time_cutoffs"]
         stats["time_split"] = sequences.time_stats(
-            summed, (cuts["valid"], cuts["test"]), *config.windows
+            summed,
+            (cuts["valid"], cuts["test"]),
+            *config.windows,
+            span=(cuts["first"], cuts["last"]),
+            min_cases=config.min_cases,
         )
     outputs.write_json(path, stats)
 

@@ -36,6 +36,12 @@ class PreprocessConfig:
             only events before the validation cutoff are learned or counted).
         test_days, valid_days: the windows of the split by time (days;
             `valid_days` defaults to `test_days`).
+        min_cases: under the split by time, the scoreable cases (a target
+            the vocabulary knows) each window must hold; a window with fewer
+            is widened, doubling its days, while the events learned stay at
+            least half of the log's (`genni.pipeline.preprocess.windows`);
+            one still short is reported (`stats.json`: `time_split`), and the
+            guarded export refuses to judge on it. 0: windows as given.
         previous: an earlier `genni preprocess` output whose user and item
             ids are kept (new ones come after): a model trained on it can be
             warm-started on this one (`genni train --warm-start`).
@@ -54,6 +60,7 @@ class PreprocessConfig:
     test_days: float | None = None
     valid_days: float | None = None
     previous: str | None = None
+    min_cases: int = 0
 
     @property
     def windows(self) -> tuple[float, float]:
@@ -68,18 +75,34 @@ class PreprocessConfig:
                 f"`split` must be one of {sequences.SPLIT_RULES}. Got {self.split!r}."
             )
         if self.split == sequences.TIME:
-            if self.test_days is None or self.test_days <= 0:
-                raise ValueError("--split time needs --test-days D, a positive number.")
-            if self.valid_days is not None and self.valid_days <= 0:
+            if self.test_days is None or self.test_days < 0:
+                raise ValueError(
+                    "--split time needs --test-days D, a positive number (0: no "
+                    "windows, every event learned)."
+                )
+            if self.test_days == 0 and self.valid_days:
+                raise ValueError(
+                    "--test-days 0 learns every event: it takes no --valid-days "
+                    f"(got {self.valid_days})."
+                )
+            if self.valid_days is not None and self.valid_days < 0:
                 raise ValueError(
                     f"--valid-days must be positive. Got {self.valid_days}."
                 )
+            if self.valid_days == 0 and self.test_days:
+                raise ValueError("--valid-days must be positive. Got 0.")
             if self.format == formats.SEQUENCES:
                 raise ValueError(
                     "--split time needs timestamps, and the sequences format has none."
                 )
-        elif self.test_days is not None or self.valid_days is not None:
-            raise ValueError("--test-days and --valid-days need --split time.")
+        elif (
+            self.test_days is not None or self.valid_days is not None or self.min_cases
+        ):
+            raise ValueError(
+                "--test-days, --valid-days and --min-cases need --split time."
+            )
+        if self.min_cases < 0:
+            raise ValueError(f"`min_cases` must be at least 0. Got {self.min_cases}.")
         if self.format not in (formats.AUTO, *formats.FORMATS):
             raise ValueError(
                 f"`format` must be one of {(formats.AUTO, *formats.FORMATS)}. "

@@ -151,6 +151,7 @@ def run(config: PreprocessConfig) -> dict:
     cutoffs = None
     if config.split == sequences.TIME:
         last = max(t for events in timed.values() for t, _ in events)
+        first = min(events[0][0] for events in timed.values())
         cutoffs = sequences.time_cutoffs(last, config.windows[1], config.windows[0])
         # Only what came before the validation cutoff is learned or counted.
         user_items = {
@@ -227,7 +228,11 @@ def run(config: PreprocessConfig) -> dict:
         )
         if cutoffs is not None:
             stats["time_split"] = sequences.time_stats(
-                examples, cutoffs, *config.windows
+                examples,
+                cutoffs,
+                *config.windows,
+                span=(first, last),
+                min_cases=config.min_cases,
             )
         outputs.write_json(os.path.join(staging, schema.STATS_FILE), stats)
         outputs.commit(staging, config.output)

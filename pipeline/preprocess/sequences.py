@@ -9,6 +9,7 @@ k-core filtering, id assignment, the leave-one-out split and the
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from genni.components import schema
@@ -312,9 +313,14 @@ def time_cutoffs(
 ) -> tuple[float, float]:
     """(valid cutoff, test cutoff): the test window is the last `test_days`
     days of the log (events at or after the test cutoff), the validation
-    window the `valid_days` before it. Calendar times over the whole log."""
-    test = last_time - test_days * DAY_SECONDS
-    return test - valid_days * DAY_SECONDS, test
+    window the `valid_days` before it. Calendar times over the whole log.
+
+    Windows of 0 days end after the last event: with both at 0 every event
+    is learned and the windows are empty (a refit's dataset, `genni pipeline`'s
+    `export: {refit: true}`)."""
+    end = math.nextafter(last_time, math.inf)
+    test = last_time - test_days * DAY_SECONDS if test_days > 0 else end
+    return (test - valid_days * DAY_SECONDS if valid_days > 0 else test), test
 
 
 def training_items(timed: TimedItems, valid_cutoff: float) -> list[str]:
@@ -379,9 +385,19 @@ def time_split_examples(
     return examples, counts
 
 
-def time_stats(counts: Mapping[str, int], cutoffs, valid_days, test_days) -> dict:
+def time_stats(
+    counts: Mapping[str, int],
+    cutoffs,
+    valid_days,
+    test_days,
+    span: tuple[float, float] | None = None,
+    min_cases: int = 0,
+) -> dict:
     """`stats.json`'s `time_split`: the cutoffs (UTC dates), the windows, the
-    cases and the share of targets that are new items (misses)."""
+    cases, the share of targets that are new items (misses), the scoreable
+    cases (targets the vocabulary knows) and, with `span` (the log's first
+    and last event times), the log's length in days; `min_cases`: the
+    scoreable cases a window should hold (`PreprocessConfig.min_cases`)."""
     import datetime
 
     def date(t: float) -> str:
@@ -394,13 +410,19 @@ def time_stats(counts: Mapping[str, int], cutoffs, valid_days, test_days) -> dic
         "test_cutoff": date(cutoffs[1]),
         "valid_days": valid_days,
         "test_days": test_days,
+        "min_cases": min_cases,
     }
+    if span is not None:
+        stats["first_event"], stats["last_event"] = date(span[0]), date(span[1])
+        stats["log_days"] = round((span[1] - span[0]) / DAY_SECONDS, 4)
     for split in (schema.VALID, schema.TEST):
         cases = int(counts.get(REPEAT_PREFIX + f"{split}_targets", 0))
         new = int(counts.get(f"time/{split}_new_targets", 0))
         stats[f"{split}_cases"] = cases
         stats[f"{split}_new_item_targets"] = new
         stats[f"{split}_new_item_share"] = round(new / cases, 6) if cases else 0.0
+        # A case whose target the vocabulary knows: one a model can hit.
+        stats[f"{split}_scoreable_cases"] = cases - new
         stats[f"{split}_without_history"] = int(
             counts.get(f"time/{split}_without_history", 0)
         )

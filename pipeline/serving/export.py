@@ -185,6 +185,85 @@ def export(
         k,
         candidates or config.candidates,
     )
+    return _save(module, base, version, items)
+
+
+class PopularityEncoder(tf.Module):
+    """The most-popular ranking as an encoder: every position's output is 1
+    and each item's one-number "embedding" log(1 + its training count), so
+    the served scores are the popularity whatever the history. With it a
+    `ServingModule` is the popularity baseline with the same signatures,
+    the same vocabulary lookup and the same candidate rule as a model."""
+
+    def __init__(self, counts: np.ndarray):
+        super().__init__(name="popularity_encoder")
+        table = np.log1p(np.asarray(counts, dtype=np.float64)).astype(np.float32)
+        self.item_embeddings = tf.Variable(
+            table[:, None], trainable=False, name="item_embeddings"
+        )
+
+    def __call__(self, input_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
+        shape = tf.concat([tf.shape(input_ids), [1]], axis=0)
+        return tf.ones(shape, tf.float32)
+
+
+class _Popular:
+    def __init__(self, counts: np.ndarray):
+        self.encoder = PopularityEncoder(counts)
+
+
+def export_popular(
+    data_dir: str,
+    base: str,
+    version: int | None = None,
+    k: int = DEFAULT_K,
+    candidates: str = "new",
+) -> str:
+    """The popularity ranking of `data_dir` (its learned events' item
+    counts, `learned_counts`) as a SavedModel with a model's signatures
+    (`PopularityEncoder`), exported to `base`/<version>; returns the path.
+    What the guarded export compares a candidate with, and what serves while
+    no model has beaten it (`genni.pipeline.serving.guard`)."""
+    dataset = data.Dataset.open(data_dir)
+    items = dataset.ids(schema.ITEMS_FILE)[1:]
+    counts = learned_counts(data_dir, items)
+    module = ServingModule(
+        _Popular(counts), items, counts, dataset.max_len, k, candidates
+    )
+    return _save(module, base, version, items, model=POPULAR)
+
+
+POPULAR = "popular"
+
+
+def learned_counts(data_dir: str, items: list[str]) -> np.ndarray:
+    """[len(items) + 1] each item's events among those learned (the whole
+    training sequences of `sequences.tsv`, not only their last max_len)."""
+    index = {item: i for i, item in enumerate(items, start=1)}
+    counts = np.zeros(len(items) + 1, np.int64)
+    with tf.io.gfile.GFile(os.path.join(data_dir, schema.SEQUENCES_FILE)) as f:
+        for line in f:
+            for item in line.rstrip("\n").partition("\t")[2].split():
+                counts[index.get(item, 0)] += 1
+    counts[0] = 0
+    return counts
+
+
+def is_popular(path: str) -> bool:
+    """Whether the export at `path` is the popularity ranking (`export_popular`)."""
+    try:
+        return read_settings(path).get("model") == POPULAR
+    except ValueError:
+        return False
+
+
+def _save(
+    module: ServingModule,
+    base: str,
+    version: int | None,
+    items: list[str],
+    model: str = "sasrec",
+) -> str:
     version = version if version is not None else next_version(base)
     if version < 1:
         raise ValueError(f"`version` must be a positive integer. Got {version}.")
@@ -204,13 +283,15 @@ def export(
             },
         )
         serving_warmup.write(staging, items)
-        write_settings(staging, module)
+        write_settings(staging, module, model)
     return final
 
 
-def write_settings(path: str, module: ServingModule) -> None:
-    """SETTINGS_FILE of the export at `path`: its ranking rule, k and sizes."""
+def write_settings(path: str, module: ServingModule, model: str = "sasrec") -> None:
+    """SETTINGS_FILE of the export at `path`: its ranking rule, k, sizes and
+    what ranks (`model`: "sasrec", or POPULAR for `export_popular`)."""
     settings = {
+        "model": model,
         "candidates": module.candidates,
         "k": module.default_k,
         "num_items": module.num_items,

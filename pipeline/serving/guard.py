@@ -108,6 +108,9 @@ def _record(base: str, decision: dict) -> None:
         f.write(line)
 
 
+BASELINES = ("popular", "none")
+
+
 def guarded_export(
     run_dir: str,
     base: str,
@@ -119,13 +122,32 @@ def guarded_export(
     data_dir: str | None = None,
     candidates: str | None = None,
     version: int | None = None,
+    baseline: str = "popular",
+    refit: str | None = None,
     log=print,
 ) -> dict:
-    """Export `run_dir` to `base` only if it is not worse than what `against`
-    serves by more than `max_regression` NDCG@10 points on `split`.
+    """Export `run_dir` to `base` only if it beats the popularity ranking
+    (`baseline`) and is not worse than what `against` serves by more than
+    `max_regression` NDCG@10 points on `split`.
+
+    The candidate is refused before it is measured when its run's validation
+    never ranked a target in the top 10 (`metrics.json`: no signal) or when
+    `split` holds fewer scoreable cases than its dataset asks for
+    (`windows.short_windows`). `baseline` "popular": the popularity ranking
+    of the run's training events (`export.export_popular`), asked the same
+    way, must be beaten; the first version too. While no version serves, a
+    refused candidate leaves that ranking serving as the first version (the
+    decision's `fallback`), so that a model base always answers and never
+    worse than "most popular".
+
+    `refit`: a run of the same settings trained on every event up to the
+    log's end (`genni pipeline`'s `export: {refit: true}`): `run_dir` is
+    judged (it has not seen `split`), and `refit` is what is published. A
+    served version that was a refit is judged by its own judged run.
 
     Returns the decision (also appended to `base`/DECISIONS_FILE): "published"
-    with the new version's path, or "refused".
+    with the new version's path, or "refused" (with `fallback` when the
+    popularity ranking was published in its place).
     """
     if max_regression < 0:
         raise ValueError(
@@ -133,62 +155,170 @@ def guarded_export(
         )
     if split not in schema.SPLITS[1:]:
         raise ValueError(f"`split` must be one of {schema.SPLITS[1:]}. Got {split!r}.")
-    if not rundir.finished(run_dir):  # Never published: its best may be stale.
-        raise ValueError(rundir.unfinished_message(run_dir) + ".")
-    data_dir = data_dir or train.read_config(run_dir).data
+    if baseline not in BASELINES:
+        raise ValueError(f"`baseline` must be one of {BASELINES}. Got {baseline!r}.")
+    for run in (run_dir, refit):
+        if run and not rundir.finished(run):  # Never published: stale best.
+            raise ValueError(rundir.unfinished_message(run) + ".")
+    config = train.read_config(run_dir)
+    data_dir = data_dir or config.data
+    rule = candidates or config.candidates  # (`candidates` is recorded as given.)
     os.makedirs(base, exist_ok=True)
     scratch = os.path.join(base, f".candidate-{uuid.uuid4().hex[:8]}")
+    served = served_version(against)
+    decision = {
+        "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "run": refit or run_dir,
+        "judged_run": run_dir,
+        "data": data_dir,
+        "split": split,
+        "metric": METRIC,
+        "max_regression": max_regression,
+        "k": k,
+        "candidates": candidates,
+        "baseline": baseline,
+        "refit": refit is not None,
+        "candidate": None,
+        "popular": None,
+        "against": against,
+        "served_version": served,
+        "served": None,
+    }
     try:
-        candidate_path = export.export(
-            run_dir, scratch, version=1, k=k, data_dir=data_dir, candidates=candidates
-        )
-        log(f"Evaluating the candidate {run_dir} on {split} ...")
-        candidate = savedmodel_metrics(candidate_path, data_dir, split)
-        served = served_version(against)
-        decision = {
-            "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "run": run_dir,
-            "data": data_dir,
-            "split": split,
-            "metric": METRIC,
-            "max_regression": max_regression,
-            "k": k,
-            "candidates": candidates,
-            "candidate": round(candidate[METRIC], 4),
-            "against": against,
-            "served_version": served,
-            "served": None,
-        }
-        if served is None:
-            decision["decision"] = "published"
-            decision["why"] = "no version serving yet"
-        else:
-            served_path = os.path.join(against, str(served))
-            log(f"Evaluating served version {served} of {against} on {split} ...")
-            decision["served"] = round(
-                savedmodel_metrics(served_path, data_dir, split)[METRIC], 4
+        why_not = _unjudgeable(run_dir, data_dir, split)
+        if why_not is None:
+            candidate_path = export.export(
+                run_dir,
+                scratch,
+                version=1,
+                k=k,
+                data_dir=data_dir,
+                candidates=rule,
             )
-            gap = decision["candidate"] - decision["served"]
-            ok = gap >= -max_regression
-            decision["decision"] = "published" if ok else "refused"
-            decision["why"] = (
-                f"candidate {METRIC} {decision['candidate']:.2f} vs served "
-                f"{decision['served']:.2f} ({gap:+.2f}; allowed regression "
-                f"{max_regression:.2f})"
+            log(f"Evaluating the candidate {run_dir} on {split} ...")
+            decision["candidate"] = _score(candidate_path, data_dir, split)
+            if baseline == "popular":
+                popular_path = export.export_popular(
+                    data_dir, scratch, version=2, k=k, candidates=rule
+                )
+                decision["popular"] = _score(popular_path, data_dir, split)
+            if served is not None:
+                served_path = os.path.join(against, str(served))
+                judge = _judge_of(served_path, scratch, k, data_dir, rule)
+                log(f"Evaluating served version {served} of {against} on {split} ...")
+                decision["served"] = _score(judge, data_dir, split)
+            why_not = _verdict(decision)
+        decision["decision"] = "refused" if why_not else "published"
+        decision["why"] = why_not or _numbers(decision)
+        if why_not is None:
+            path = (
+                export.export(refit, scratch, version=3, k=k, candidates=rule)
+                if refit
+                else candidate_path
             )
-        if decision["decision"] == "published":
-            version = version if version is not None else export.next_version(base)
-            final = os.path.join(base, str(version))
-            if os.path.exists(final):
-                raise FileExistsError(f"{final!r} exists; choose another --version.")
-            decision["version"] = version
-            decision["path"] = final
-            asset = os.path.join(candidate_path, DECISION_ASSET)
-            os.makedirs(os.path.dirname(asset), exist_ok=True)
-            with open(asset, "w", encoding="utf-8") as f:
-                json.dump(decision, f, indent=2, sort_keys=True)
-            atomic.move_into_place(candidate_path, final)
+            decision.update(_publish(path, base, version, decision))
+        elif served is None and baseline == "popular":
+            # Nothing serves: the popularity ranking does, until a model beats it.
+            path = export.export_popular(  # Every event, with a refit.
+                train.read_config(refit).data if refit else data_dir,
+                scratch,
+                version=4,
+                k=k,
+                candidates=rule,
+            )
+            fallback = {**decision, "decision": "fallback", "run": None}
+            decision.update(_publish(path, base, version, fallback))
+            decision["fallback"] = "popular"
+            decision["why"] += "; the popularity ranking serves instead"
         _record(base, decision)
         return decision
     finally:
         atomic.remove(scratch)
+
+
+def _score(path: str, data_dir: str, split: str) -> float:
+    return round(savedmodel_metrics(path, data_dir, split)[METRIC], 4)
+
+
+def _unjudgeable(run_dir: str, data_dir: str, split: str) -> str | None:
+    """Why `run_dir` is refused before it is measured, or None."""
+    from genni.pipeline.preprocess import windows
+
+    metrics = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE))
+    if not metrics.get("validation_signal", True):
+        return train.no_signal_message(metrics)
+    stats = rundir.read_json(os.path.join(data_dir, schema.STATS_FILE))
+    if split in windows.short_windows(stats):
+        return (
+            f"too few cases to judge on {split}: {windows.describe(stats)}; at "
+            f"least {stats['time_split']['min_cases']:,} scoreable cases asked"
+        )
+    return None
+
+
+def _verdict(decision: dict) -> str | None:
+    """Why the measured candidate is refused, or None to publish it."""
+    candidate, popular = decision["candidate"], decision["popular"]
+    if popular is not None and not candidate > popular:
+        return (
+            f"candidate {METRIC} {candidate:.2f} does not beat the popularity "
+            f"ranking's {popular:.2f}"
+        )
+    served = decision["served"]
+    if served is not None and candidate - served < -decision["max_regression"]:
+        return _numbers(decision)
+    return None
+
+
+def _numbers(decision: dict) -> str:
+    """'candidate NDCG@10 5.10 vs served 4.90 (+0.20; ...), popular 2.00'."""
+    candidate, served = decision["candidate"], decision["served"]
+    if served is None:
+        text = "no version serving yet"
+    else:
+        text = (
+            f"candidate {METRIC} {candidate:.2f} vs served {served:.2f} "
+            f"({candidate - served:+.2f}; allowed regression "
+            f"{decision['max_regression']:.2f})"
+        )
+    if decision["popular"] is not None:
+        text += (
+            f"; candidate {candidate:.2f} vs the popularity ranking "
+            f"{decision['popular']:.2f}"
+        )
+    return text
+
+
+def _judge_of(served_path, scratch, k, data_dir, candidates) -> str:
+    """What stands for the served version: itself, or, when it is a refit,
+    an export of the run it was judged by (a refit has learned every
+    window, so it cannot be measured on one)."""
+    recorded = _decision_of(served_path)
+    judged = recorded.get("judged_run")
+    if recorded.get("refit") and judged and rundir.finished(judged):
+        return export.export(judged, scratch, version=5, k=k, candidates=candidates)
+    return served_path
+
+
+def _decision_of(path: str) -> dict:
+    try:
+        with open(os.path.join(path, DECISION_ASSET), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _publish(path: str, base: str, version: int | None, decision: dict) -> dict:
+    """Move the export at `path` into place as the next version of `base`
+    (or `version`), with `decision` (and where it went) as its asset."""
+    version = version if version is not None else export.next_version(base)
+    final = os.path.join(base, str(version))
+    if os.path.exists(final):
+        raise FileExistsError(f"{final!r} exists; choose another --version.")
+    where = {"version": version, "path": final}
+    asset = os.path.join(path, DECISION_ASSET)
+    os.makedirs(os.path.dirname(asset), exist_ok=True)
+    with open(asset, "w", encoding="utf-8") as f:
+        json.dump({**decision, **where}, f, indent=2, sort_keys=True)
+    atomic.move_into_place(path, final)
+    return where

@@ -215,6 +215,24 @@ class Validation(tf.keras.callbacks.Callback):
         return patience_limit(self.patience, self.patience_growth, best)
 
 
+class LastEpoch(tf.keras.callbacks.Callback):
+    """For a run with no validation (`--no-validation`): every epoch's weights
+    are the run's best so far, so its last epoch's are its own."""
+
+    def __init__(self, progress: Progress, best_path: str):
+        super().__init__()
+        self.progress = progress
+        self.best_path = best_path
+        self._best: tf.train.Checkpoint | None = None
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        state = self.progress.state
+        state["best_epoch"] = epoch + 1
+        if self._best is None:
+            self._best = tf.train.Checkpoint(model=self.model)
+        self._best.write(self.best_path)
+
+
 def patience_limit(patience: int, growth: float, best_epoch: int) -> float:
     """Epochs without a better validation that stop a run whose best epoch so
     far is `best_epoch` (0: none): `patience`, or `growth` x the best epoch

@@ -112,6 +112,14 @@ class TrainConfig(Settings):
         check=NON_NEGATIVE,
     )
     eval_every: int = setting(1, "Validate every E epochs.", check=at_least(1))
+    validation: bool = setting(
+        True,
+        "Train exactly --epochs epochs with no validation or test: the last "
+        "epoch's weights are the run's (a refit on every event of a dataset "
+        "preprocessed with --test-days 0, `genni pipeline`'s `export: {refit: "
+        "true}`).",
+        flag="--no-validation",
+    )
     batch_size: int = setting(256, "Users per training batch.", check=at_least(1))
     learning_rate: float = setting(1e-3, "Adam's learning rate.", check=POSITIVE)
     seed: int = setting(0, "Seed of every random stream of the run.")

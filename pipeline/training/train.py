@@ -365,7 +365,11 @@ def _train(
 
     if verbose:
         _say_candidates(model, config, dataset)
-    valid = Evaluator(dataset, schema.VALID, config.pack, config.candidates)
+    valid = (
+        Evaluator(dataset, schema.VALID, config.pack, config.candidates)
+        if config.validation
+        else None
+    )
     writer = (
         tf.summary.create_file_writer(os.path.join(config.output, TENSORBOARD_DIR))
         if task is None
@@ -389,7 +393,9 @@ def _train(
                 config.epochs,
                 verbose,
                 config.patience_growth,
-            ),
+            )
+            if valid is not None
+            else cb.LastEpoch(progress, best_path),
             cb.EpochCheckpoint(
                 progress,
                 manager,
@@ -404,18 +410,24 @@ def _train(
     if state["best_epoch"] is None:
         raise NonFiniteError(f"No epoch of {config.output!r} was validated.")
     tf.train.Checkpoint(model=model).read(best_path).assert_existing_objects_matched()
-    test = Evaluator(dataset, schema.TEST, config.pack, config.candidates)
-    result = _finish(config, state, valid(model), test(model))
-    result["repeats"] = {
-        schema.VALID: valid.repeat_summary(),
-        schema.TEST: test.repeat_summary(),
-    }
-    if dataset.info.split == schema.TIME_SPLIT:  # Targets it cannot score.
-        split = rundir.read_json(os.path.join(config.data, schema.STATS_FILE))
+    if valid is None:  # A refit: nothing held out to measure.
+        result = _finish(config, state, {}, {})
+    else:
+        test = Evaluator(dataset, schema.TEST, config.pack, config.candidates)
+        result = _finish(config, state, valid(model), test(model))
+        result["repeats"] = {
+            schema.VALID: valid.repeat_summary(),
+            schema.TEST: test.repeat_summary(),
+        }
+    stats = rundir.read_json(os.path.join(config.data, schema.STATS_FILE))
+    result["cases"] = window_cases(stats)
+    if dataset.info.split == schema.TIME_SPLIT and valid is not None:
         result["new_item_targets"] = {
-            s: split["time_split"][f"{s}_new_item_share"]
+            s: stats["time_split"][f"{s}_new_item_share"]
             for s in (schema.VALID, schema.TEST)
         }
+    if valid is not None and not result["validation_signal"]:
+        print(f"Warning: {no_signal_message(result)}; {NOT_PUBLISHED}", flush=True)
     if task is None:
         rundir.write_json(os.path.join(config.output, METRICS_FILE), result)
     else:
@@ -423,6 +435,35 @@ def _train(
         with contextlib.suppress(OSError):  # Other workers may still be there.
             os.rmdir(os.path.dirname(own_dir))
     return result
+
+
+def window_cases(stats: dict) -> dict:
+    """`metrics.json`'s `cases`: each held-out split's cases and scoreable
+    cases (a target the vocabulary knows; under leave-one-out, every one)."""
+    window = stats.get("time_split")
+    cases = {}
+    for split in (schema.VALID, schema.TEST):
+        if window:
+            total = window[f"{split}_cases"]
+            known = total - window[f"{split}_new_item_targets"]
+        else:
+            total = known = stats["examples"][split]
+        cases[split] = {"cases": total, "scoreable": known}
+    return cases
+
+
+NOT_PUBLISHED = "the guarded export (`genni pipeline`) does not publish this run."
+
+
+def no_signal_message(metrics: dict) -> str:
+    """Why a run whose validation never hit is not to be trusted."""
+    valid = metrics["cases"][schema.VALID]
+    return (
+        "no validation case was ranked in the top 10 at any epoch "
+        f"({valid['scoreable']:,} scoreable of {valid['cases']:,} validation "
+        "cases): the best epoch "
+        f"({metrics['best_epoch']}) was chosen on no signal"
+    )
 
 
 def _finish(config: TrainConfig, state: dict, valid: dict, test: dict) -> dict:
@@ -444,6 +485,11 @@ def _finish(config: TrainConfig, state: dict, valid: dict, test: dict) -> dict:
             for r in history
         ],
         "history": history,
+        # Whether the best epoch was chosen on something: some validated epoch
+        # ranked a validation target in the top 10 (`no_signal_message`).
+        "validation_signal": any(
+            r["valid"].get(OBJECTIVE, 0.0) > 0 for r in history if "valid" in r
+        ),
         # A run is finished when its metrics.json is written (rundir.finished).
         "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from genni.pipeline.cli import main as cli
-from genni.pipeline.serving import guard
+from genni.pipeline.serving import export, guard
 from genni.pipeline.training import train
 from genni.pipeline.training.config import TrainConfig
 from tests.conftest import make_dataset
@@ -94,7 +94,12 @@ def test_allowed_regression_publishes_a_slightly_worse_run(runs, tmp_path):
     base = str(tmp_path / "models")
     guard.guarded_export(good, base, against=base, log=lambda _: None)
     tolerant = guard.guarded_export(
-        bad, base, against=base, max_regression=100.0, log=lambda _: None
+        bad,
+        base,
+        against=base,
+        max_regression=100.0,
+        baseline="none",  # The bad run is below popular too.
+        log=lambda _: None,
     )
     assert tolerant["decision"] == "published"
     with pytest.raises(ValueError, match="max_regression"):
@@ -116,3 +121,24 @@ def test_cli_prints_both_numbers_and_exits_3_on_refusal(runs, tmp_path, capsys):
         cli.main(["export", "--run", good, "--output", base, "--max-regression", "1"])
         == cli.EXIT_USAGE
     )
+
+
+def test_a_first_candidate_below_popular_is_refused_and_popular_serves(runs, tmp_path):
+    data, good, bad = runs
+    base = str(tmp_path / "models")
+    first = guard.guarded_export(bad, base, against=base, log=lambda _: None)
+    assert first["decision"] == "refused"
+    assert first["candidate"] < first["popular"]
+    assert "does not beat the popularity ranking" in first["why"]
+    # Nothing served: the popularity ranking does, with a model's signatures.
+    assert first["fallback"] == "popular" and first["version"] == 1
+    assert export.is_popular(first["path"])
+    popular = guard.savedmodel_metrics(first["path"], data, "valid")
+    assert round(popular["NDCG@10"], 4) == first["popular"]
+    # A candidate that beats it is published next, over it.
+    second = guard.guarded_export(good, base, against=base, log=lambda _: None)
+    assert second["decision"] == "published" and second["version"] == 2
+    assert second["candidate"] > second["popular"]
+    assert second["served"] == first["popular"]  # The fallback, measured.
+    assert not export.is_popular(second["path"])
+    assert [d["decision"] for d in _decisions(base)] == ["refused", "published"]
