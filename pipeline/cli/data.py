@@ -29,8 +29,14 @@ def format_stats(stats: dict) -> str:
         ("duplicate events dropped", f"{stats['duplicate_events']:,}"),
         (
             f"{stats['min_count']}-core removed",
-            f"{kcore['users_removed']:,} users, {kcore['items_removed']:,} items, "
-            f"{kcore['events_removed']:,} events in {kcore['rounds']} rounds",
+            f"{kcore['users_removed']:,} users, {kcore['items_removed']:,} items"
+            + (
+                f" ({100 * kcore['items_removed'] / kcore['items_before']:.1f}% of "
+                "the catalog)"
+                if kcore.get("items_before")
+                else ""
+            )
+            + f", {kcore['events_removed']:,} events in {kcore['rounds']} rounds",
         ),
         ("users", f"{stats['users']:,}"),
         ("items", f"{stats['items']:,}"),
@@ -74,7 +80,14 @@ def format_stats(stats: dict) -> str:
                 f"{split['valid_cases']:,} ({100 * split['valid_new_item_share']:.1f}%)"
                 f", test {split['test_new_item_targets']:,} of "
                 f"{split['test_cases']:,} ({100 * split['test_new_item_share']:.1f}%)"
-                "; each a miss",
+                "; each a miss"
+                + (
+                    f"; of them removed by the {stats['min_count']}-core: valid "
+                    f"{split['valid_kcore_removed_targets']:,}, test "
+                    f"{split['test_kcore_removed_targets']:,}"
+                    if "test_kcore_removed_targets" in split
+                    else ""
+                ),
             ),
         ]
     repeats = stats.get("repeats")

@@ -230,7 +230,7 @@ def replay(
                 row["items"] = stats["items"]
                 split = stats.get("time_split") or {}
                 row["new_item_share"] = split.get("test_new_item_share")
-                if serve and probe is None:  # From the first published version.
+                if serve and probe is None and _served(workdir):  # From v1 on.
                     probe = ServeProbe(
                         os.path.join(workdir, "models"),
                         os.path.join(output, "serve.log"),
@@ -258,6 +258,13 @@ def replay(
                 score_version(first, histories, targets) if targets and first else {}
             )
             row["popular"] = score_popular(events, cut, histories, targets, candidates)
+            if "warm" in loops or "scratch" in loops:
+                row["unservable"] = unservable(
+                    _served(os.path.join(output, next(iter(loops)))),
+                    events,
+                    cut,
+                    targets,
+                )
             for name in loops:  # A served model below "most popular".
                 row[f"{name}_below_popular"] = below_popular(row, name)
             if probe is not None:
@@ -272,6 +279,23 @@ def replay(
         rows[-1]["serve"] = probe.counts()
         write_report(rows, output, log_path, every_days, steps)
     return rows
+
+
+def unservable(path: str | None, events: dict, cut: float, targets) -> dict:
+    """The shares of `targets` the SavedModel at `path` cannot rank (not in
+    its vocabulary): `new`, items never met up to `cut`, and `removed`, items
+    met but left out of the vocabulary (the k-core's)."""
+    import tensorflow as tf
+
+    if path is None or not targets:
+        return {}
+    known = {i.decode() for i in tf.saved_model.load(path).item_strings.numpy()}
+    met = {item for timed in events.values() for t, item in timed if t <= cut}
+    out = [t for t in targets if t not in known]
+    return {
+        "new": round(sum(t not in met for t in out) / len(targets), 4),
+        "removed": round(sum(t in met for t in out) / len(targets), 4),
+    }
 
 
 def served_what(workdir: str) -> str:
@@ -315,7 +339,7 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     shown = [v for v in VARIANTS if any(r[v] for r in rows)]
     loops = [v for v in ("warm", "scratch") if v in shown]
     head = (
-        "| step | cases | items | new-item share | "
+        "| step | cases | items | targets never met / removed by the k-core | "
         + " | ".join(f"{v} NDCG@10" for v in shown)
         + "".join(f" | {v} serves | {v} train s | {v} pipeline s" for v in loops)
         + " | warm export |"
@@ -336,10 +360,14 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
         return f"**{value}**" if r.get(f"{v}_below_popular") else value
 
     for r in rows:
-        share = r.get("new_item_share")
+        gone = r.get("unservable") or {}
         lines.append(
             f"| {r['step']} | {r['cases']:,} | {r.get('items', 0):,} | "
-            + (f"{100 * share:.1f}%" if share is not None else "")
+            + (
+                f"{100 * gone['new']:.1f}% / {100 * gone['removed']:.1f}%"
+                if gone
+                else ""
+            )
             + " | "
             + " | ".join(ndcg(r, v) for v in shown)
             + "".join(

@@ -267,13 +267,17 @@ class EncodeTimeSplitFn(beam.DoFn):
     def start_bundle(self) -> None:
         self._counts: collections.Counter = collections.Counter()
 
-    def process(self, element, users: list[str], items: list[str], cutoffs) -> Iterator:
+    def process(
+        self, element, users: list[str], items: list[str], cutoffs, met: str
+    ) -> Iterator:
         user, parts = element
         (timed,) = parts["timed"]
         kept = next(iter(parts["kept"]), None)
         user_ids, item_ids = _vocab_maps(self, users, items)
+        if getattr(self, "_met_block", None) is not met:  # Once per worker.
+            self._met_block, self._met = met, set(unpack_counts(met))
         examples, counts = sequences.time_split_examples(
-            timed, kept, item_ids, tuple(cutoffs), self._max_len
+            timed, kept, item_ids, tuple(cutoffs), self._max_len, self._met
         )
         self._counts.update(counts)
         self._counts["events"] += len(kept or ())
@@ -349,6 +353,7 @@ class TimeSplit(beam.PTransform):
                 beam.pvalue.AsSingleton(users),
                 beam.pvalue.AsSingleton(vocab["items"]),
                 beam.pvalue.AsSingleton(cutoffs),
+                beam.pvalue.AsSingleton(core["initial"]),
             ).with_outputs(STATS, *schema.SPLITS)
         )
         cutoff_stat = cutoffs | "CutoffStat" >> beam.Map(
@@ -557,6 +562,7 @@ def _stats_json(
         "items_removed": summed["kcore_items_before"]
         - summed.get("kcore_items_kept", summed["items"]),
         "events_removed": sum(rounds),
+        "items_before": summed["kcore_items_before"],
     }
     stats = sequences.assemble_stats(
         config=inmemory.run_settings(config, fmt),

@@ -80,6 +80,7 @@ def kcore(
         "users_removed": users_before - len(user_items),
         "items_removed": items_before - len(counts),
         "events_removed": events_removed,
+        "items_before": items_before,
     }
 
 
@@ -161,6 +162,7 @@ def run(config: PreprocessConfig) -> dict:
         }
     else:
         user_items = {u: [i for _, i in events] for u, events in timed.items()}
+    met = {item for items in user_items.values() for item in items}
     user_items, removed = kcore(user_items, config.min_count, config.max_kcore_rounds)
     if not user_items:
         raise ValueError(empty_error(counters, config))
@@ -189,7 +191,14 @@ def run(config: PreprocessConfig) -> dict:
             )
         else:
             examples = write_time_examples(
-                staging, users, timed, user_items, item_ids, cutoffs, config.max_len
+                staging,
+                users,
+                timed,
+                user_items,
+                item_ids,
+                cutoffs,
+                config.max_len,
+                met,
             )
         outputs.write_text(os.path.join(staging, schema.ITEMS_FILE), items)
         outputs.write_text(os.path.join(staging, schema.USERS_FILE), users)
@@ -302,8 +311,10 @@ def write_time_examples(
     item_ids: dict[str, int],
     cutoffs: tuple[float, float],
     max_len: int,
+    met: set | frozenset = frozenset(),
 ) -> collections.Counter:
-    """The examples of the split by time (`sequences.time_split_examples`)."""
+    """The examples of the split by time (`sequences.time_split_examples`);
+    `met`: the items of the events before the validation cutoff."""
     writers = _split_writers(directory)
     counts: collections.Counter = collections.Counter()
     try:
@@ -311,7 +322,7 @@ def write_time_examples(
             if user not in timed:  # A `--previous` user not in this log.
                 continue
             examples, user_counts = sequences.time_split_examples(
-                timed[user], kept.get(user), item_ids, cutoffs, max_len
+                timed[user], kept.get(user), item_ids, cutoffs, max_len, met
             )
             counts.update(user_counts)
             for split, features in examples.items():

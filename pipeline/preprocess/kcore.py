@@ -120,8 +120,8 @@ class KCoreFilter(beam.PTransform):
 
     The item counts before filtering are one text block (the size of the
     catalog) read as a side input, together with what every earlier round
-    removed. Returns `batches` (the kept users) and `stats` (item count before,
-    events removed per round).
+    removed. Returns `batches` (the kept users), `stats` (item count before,
+    events removed per round) and `initial` (the item counts before filtering).
     """
 
     def __init__(self, min_count: int, max_rounds: int):
@@ -152,4 +152,6 @@ class KCoreFilter(beam.PTransform):
         return {
             "batches": batches,
             STATS: (stats, initial_stats) | "FlattenStats" >> beam.Flatten(),
+            # The item counts before filtering (`pack_counts`): the items met.
+            "initial": initial,
         }

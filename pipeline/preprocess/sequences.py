@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 
 from genni.components import schema
 
@@ -237,7 +237,13 @@ COUNTERS = (
     "dropped_by_rating",
     "duplicate_events",
 )
-KCORE_KEYS = ("rounds", "users_removed", "items_removed", "events_removed")
+KCORE_KEYS = (
+    "rounds",
+    "users_removed",
+    "items_removed",
+    "events_removed",
+    "items_before",
+)
 
 
 def attribute_stats(
@@ -335,6 +341,7 @@ def time_split_examples(
     item_ids: Mapping[str, int],
     cutoffs: tuple[float, float],
     max_len: int,
+    met: Container[str] = (),
 ) -> tuple[dict[str, list[dict]], collections.Counter]:
     """One user's examples under the split by time, and their counts.
 
@@ -346,7 +353,8 @@ def time_split_examples(
     vocabulary's ids (an item it does not know, new or removed by the
     k-core, is left out, as serving skips unknown items), its target the
     event's item, or 0 for an item the vocabulary does not know: a miss,
-    counted as a new-item target.
+    counted as a new-item target; one of them that is in `met` (the items
+    of the events before the validation cutoff) was removed by the k-core.
     """
     valid_cutoff, test_cutoff = cutoffs
     examples: dict[str, list[dict]] = {split: [] for split in schema.SPLITS}
@@ -382,6 +390,9 @@ def time_split_examples(
         counts[REPEAT_PREFIX + f"{split}_targets"] += 1
         counts[REPEAT_PREFIX + f"{split}_repeat_targets"] += item in earlier
         counts[f"time/{split}_new_targets"] += target == schema.PADDING_ID
+        counts[f"time/{split}_kcore_removed_targets"] += (
+            target == schema.PADDING_ID and item in met
+        )
     return examples, counts
 
 
@@ -421,6 +432,10 @@ def time_stats(
         stats[f"{split}_cases"] = cases
         stats[f"{split}_new_item_targets"] = new
         stats[f"{split}_new_item_share"] = round(new / cases, 6) if cases else 0.0
+        # Of those, the items the k-core removed (met before the cutoff).
+        stats[f"{split}_kcore_removed_targets"] = int(
+            counts.get(f"time/{split}_kcore_removed_targets", 0)
+        )
         # A case whose target the vocabulary knows: one a model can hit.
         stats[f"{split}_scoreable_cases"] = cases - new
         stats[f"{split}_without_history"] = int(

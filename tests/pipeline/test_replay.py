@@ -24,8 +24,9 @@ def test_a_replay_runs_end_to_end(tmp_path):
         yaml.safe_dump(
             {
                 "preprocess": {"split": "time", "test_days": 4, "min_count": 2},
-                "train": {**TINY, "epochs": 1},
-                "export": {"k": 5},
+                "train": {**TINY, "epochs": 1, "candidates": "all"},
+                # One epoch need not beat popularity here (test_sparse_loop).
+                "export": {"k": 5, "baseline": "none"},
             }
         )
     )
@@ -53,6 +54,17 @@ def test_a_replay_runs_end_to_end(tmp_path):
     assert 0 <= rows[1]["new_items_reached"] <= rows[1]["new_items"]
     text = (out / "replay.md").read_text()
     assert "Mean NDCG@10" in text and "| 2 |" in text and "entered" in text
+    # What served, and whether it was below the popularity ranking.
+    assert rows[0]["warm_served"] == "v1"
+    assert rows[1]["warm_served"] == (
+        "v2" if rows[1]["warm_export"] == "published" else "v1"
+    )
+    for row in rows:
+        below = row["warm"]["NDCG@10"] < row["popular"]["NDCG@10"]
+        assert row["warm_below_popular"] == below
+        assert set(row["unservable"]) == {"new", "removed"}
+    count = sum(r["warm_below_popular"] for r in rows)
+    assert f"below the popularity ranking: warm {count} of 2" in text
     # Each loop's training time per step (step 2's warm run a new one).
     assert rows[1]["warm_train_seconds"] > 0 and rows[1]["scratch_train_seconds"] > 0
     assert "Training seconds after step 1" in text

@@ -29,7 +29,8 @@ def pipeline_file(tmp_path):
             "input": str(tmp_path / "logs" / "*.json.gz"),
             "workdir": str(tmp_path / "work"),
             "train": dict(TINY),
-            "export": {"k": 5},
+            # The tiny runs need not beat popularity here (test_sparse_loop).
+            "export": {"k": 5, "baseline": "none"},
             **sections,
         }
         path = tmp_path / "pipeline.yaml"
@@ -60,7 +61,7 @@ def test_second_run_does_nothing(pipeline_file, monkeypatch, capsys):
         assert f"{step}: up to date" in out
     assert guard.served_version(base) == 1
     # The export step is up to date only for the same export settings.
-    path = pipeline_file(export={"k": 3})
+    path = pipeline_file(export={"k": 3, "baseline": "none"})
     with pytest.raises(AssertionError, match="skipped"):
         workflow.run(workflow.load_config(path), log=lambda _: None)
 
@@ -133,6 +134,14 @@ def test_new_input_is_preprocessed_again(pipeline_file, tmp_path, monkeypatch):
         ("input: x\nworkdir: w\npreprocess: {min_count: two}\n", "`min_count` must"),
         ("input: x\nworkdir: w\ninput: y\n", "the key 'input' is given twice"),
         ("input: x\nworkdir: w\ntrain: {epochs: 1, epochs: 2}\n", "given twice"),
+        # Issue 51: a refit learns the windows of the split by time.
+        ("input: x\nworkdir: w\nexport: {refit: true}\n", "`export: refit` needs"),
+        ("input: x\nworkdir: w\nexport: {baseline: pop}\n", "`baseline` must"),
+        (
+            "input: x\nworkdir: w\npreprocess: {split: time, test_days: 7, "
+            "min_cases: -1}\n",
+            "`min_cases` must be at least 0",
+        ),
     ],
 )
 def test_bad_pipeline_files(tmp_path, text, message, capsys, monkeypatch):
@@ -178,8 +187,9 @@ def test_the_nightly_loop_warm_starts_from_the_served_run(tmp_path, capsys):
         "input": str(logs / "*.json"),
         "workdir": str(tmp_path / "work"),
         "preprocess": {"split": "time", "test_days": 4, "min_count": 2},
-        "train": {**TINY, "warm_start": "served"},
-        "export": {"k": 5},
+        # Users meet items again: only --candidates all can hit.
+        "train": {**TINY, "warm_start": "served", "candidates": "all"},
+        "export": {"k": 5, "baseline": "none"},
     }
     first = workflow.run(config, log=print)
     assert model.read_config(first["run"]).warm_start is None  # Nothing served.
@@ -203,3 +213,40 @@ def test_the_nightly_loop_warm_starts_from_the_served_run(tmp_path, capsys):
 def test_warm_start_takes_served_only():
     with pytest.raises(ValueError, match="takes `served`"):
         workflow.train_config({"train": {"warm_start": "runs/x"}}, "D", {})
+
+
+def test_the_loop_with_refits_warm_starts_from_the_served_refit(tmp_path, capsys):
+    """With `export: {refit: true}` the served run is a refit on every event:
+    the next step keeps its dataset's ids and starts from its weights, and
+    is judged against the run that judged it."""
+    from genni.pipeline.preprocess import outputs
+    from genni.pipeline.training import model
+
+    logs = tmp_path / "logs"
+    _timed_log(logs / "a.json", 30, range(0, 40, 2), 20)
+    config = {
+        "input": str(logs / "*.json"),
+        "workdir": str(tmp_path / "work"),
+        "preprocess": {"split": "time", "test_days": 4, "min_count": 2},
+        # Users meet items again: only --candidates all can hit.
+        "train": {**TINY, "warm_start": "served", "candidates": "all"},
+        "export": {"k": 5, "baseline": "none", "refit": True},
+    }
+    first = workflow.run(config, log=print)
+    assert first["export"]["decision"] == "published"
+    assert first["export"]["run"] == first["refit"] != first["run"]
+    refit_data = model.read_config(first["refit"]).data
+    _timed_log(logs / "b.json", 30, range(40, 60, 2), 20, new=3)
+    second = workflow.run(config, log=print)
+    out = capsys.readouterr().out
+    assert f"keeping the ids of {refit_data}" in out
+    assert model.read_config(second["run"]).warm_start == first["refit"]
+    assert model.read_config(second["refit"]).warm_start == first["refit"]
+    _, old_items = outputs.read_vocabulary(refit_data)
+    _, new_items = outputs.read_vocabulary(second["data"])
+    assert new_items[: len(old_items)] == old_items
+    # The served refit was judged by its judged run, measured afresh.
+    assert second["export"]["served"] is not None
+    third = workflow.run(config, log=print)
+    assert (third["run"], third["refit"]) == (second["run"], second["refit"])
+    assert "train: up to date" in capsys.readouterr().out
