@@ -311,9 +311,12 @@ def served_what(workdir: str) -> str:
 
 
 def below_popular(row: dict, name: str) -> bool:
-    """Whether the loop `name` served below the popularity ranking."""
+    """Whether the loop `name` served a model below the popularity ranking
+    (its popularity fallback is that ranking, from the loop's own data)."""
     served = row[name].get("NDCG@10")
-    return served is not None and served < row["popular"]["NDCG@10"]
+    if served is None or "(popular)" in row.get(f"{name}_served", ""):
+        return False
+    return served < row["popular"]["NDCG@10"]
 
 
 def train_seconds(run_dir: str, trained: set) -> float:

@@ -128,7 +128,8 @@ def guarded_export(
 ) -> dict:
     """Export `run_dir` to `base` only if it beats the popularity ranking
     (`baseline`) and is not worse than what `against` serves by more than
-    `max_regression` NDCG@10 points on `split`.
+    `max_regression` NDCG@10 points on `split`. The popularity floor holds on
+    the other held-out split too, when it holds enough cases (`_other_window`).
 
     The candidate is refused before it is measured when its run's validation
     never ranked a target in the top 10 (`metrics.json`: no signal) or when
@@ -180,6 +181,7 @@ def guarded_export(
         "refit": refit is not None,
         "candidate": None,
         "popular": None,
+        "floor": {},
         "against": against,
         "served_version": served,
         "served": None,
@@ -202,6 +204,14 @@ def guarded_export(
                     data_dir, scratch, version=2, k=k, candidates=rule
                 )
                 decision["popular"] = _score(popular_path, data_dir, split)
+                other = _other_window(data_dir, split)
+                if other is not None:  # The floor holds on both windows.
+                    decision["floor"] = {
+                        other: {
+                            "candidate": _score(candidate_path, data_dir, other),
+                            "popular": _score(popular_path, data_dir, other),
+                        }
+                    }
             if served is not None:
                 served_path = os.path.join(against, str(served))
                 judge = _judge_of(served_path, scratch, k, data_dir, rule)
@@ -240,6 +250,22 @@ def _score(path: str, data_dir: str, split: str) -> float:
     return round(savedmodel_metrics(path, data_dir, split)[METRIC], 4)
 
 
+def _other_window(data_dir: str, split: str) -> str | None:
+    """The other held-out split, when it holds scoreable cases and is not
+    below its dataset's `min_cases`: the popularity floor is checked there
+    too (the run's epoch was chosen on valid; test it never saw)."""
+    from genni.pipeline.preprocess import windows
+
+    other = schema.TEST if split == schema.VALID else schema.VALID
+    stats = rundir.read_json(os.path.join(data_dir, schema.STATS_FILE))
+    if stats.get("time_split"):
+        if not windows.scoreable(stats, other) or other in windows.short_windows(stats):
+            return None
+    elif not stats["examples"][other]:
+        return None
+    return other
+
+
 def _unjudgeable(run_dir: str, data_dir: str, split: str) -> str | None:
     """Why `run_dir` is refused before it is measured, or None."""
     from genni.pipeline.preprocess import windows
@@ -264,6 +290,13 @@ def _verdict(decision: dict) -> str | None:
             f"candidate {METRIC} {candidate:.2f} does not beat the popularity "
             f"ranking's {popular:.2f}"
         )
+    for other, scores in decision["floor"].items():
+        if not scores["candidate"] > scores["popular"]:
+            return (
+                f"candidate {METRIC} {scores['candidate']:.2f} on {other} does not "
+                f"beat the popularity ranking's {scores['popular']:.2f} (on "
+                f"{decision['split']}: {candidate:.2f} vs {popular:.2f})"
+            )
     served = decision["served"]
     if served is not None and candidate - served < -decision["max_regression"]:
         return _numbers(decision)

@@ -142,3 +142,21 @@ def test_a_first_candidate_below_popular_is_refused_and_popular_serves(runs, tmp
     assert second["served"] == first["popular"]  # The fallback, measured.
     assert not export.is_popular(second["path"])
     assert [d["decision"] for d in _decisions(base)] == ["refused", "published"]
+
+
+def test_the_popularity_floor_holds_on_the_other_window():
+    """A candidate that beats popularity on the window its epoch was chosen on
+    but loses on the window it never saw is refused (a 40-user replay's case:
+    valid 1.44 against 0.82, test 0.92 against 2.79)."""
+    decision = {
+        "split": "valid",
+        "candidate": 1.44,
+        "popular": 0.82,
+        "floor": {"test": {"candidate": 0.92, "popular": 2.79}},
+        "served": None,
+        "max_regression": 0.0,
+    }
+    why = guard._verdict(decision)
+    assert "0.92 on test does not beat the popularity ranking's 2.79" in why
+    decision["floor"]["test"]["candidate"] = 3.0
+    assert guard._verdict(decision) is None
