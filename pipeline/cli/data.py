@@ -333,7 +333,9 @@ def add_preprocess(commands) -> None:
         description="Turn review logs (Amazon 2014/2018 or 2023, Yelp, ratings CSV, "
         "S3-Rec sequence text; plain or gzip) into leave-one-out TFRecords, "
         "vocabularies and dataset statistics. Flags not listed here go to Apache "
-        "Beam (e.g. --runner, --direct_num_workers).",
+        "Beam (e.g. --runner, --direct_num_workers). With no --runner it runs on "
+        "Beam's DirectRunner, on this machine (never Prism, which a plain Beam "
+        "pipeline would first try to download).",
     )
     add_preprocess_arguments(p)
     p.set_defaults(handler=_preprocess)

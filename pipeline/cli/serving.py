@@ -286,7 +286,9 @@ def add_batch_recommend(commands) -> None:
         'one {"user", "items", "scores"} line per user in rank order, '
         "summary.json and _SUCCESS, moved into place when complete. Flags not "
         "listed here go to Apache Beam (e.g. --runner, "
-        "--direct_running_mode=multi_processing --direct_num_workers=2).",
+        "--direct_running_mode=multi_processing --direct_num_workers=2). With no "
+        "--runner it runs on Beam's DirectRunner (never Prism, which a plain "
+        "Beam pipeline would first try to download).",
     )
     p.add_argument(
         "--model",

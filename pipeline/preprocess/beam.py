@@ -23,8 +23,10 @@ strings between stages.
 The pipeline writes into a staging directory; `run` moves it into place only when
 the run has succeeded and its statistics are sane.
 
-DirectRunner is the default; any runner is chosen with the standard pipeline
-options, e.g. `--runner=DataflowRunner --project=... --region=...
+DirectRunner is the default, chosen, not discovered
+(`genni.pipeline.beam_options`: Beam alone would first try to download
+Prism); any runner is chosen with the standard pipeline options, e.g.
+`--runner=DataflowRunner --project=... --region=...
 --temp_location=gs://... --setup_file=./setup.py` or `--runner=FlinkRunner
 --flink_master=host:8081`.
 """
@@ -38,13 +40,12 @@ from collections.abc import Iterable, Iterator, Mapping
 import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.io import fileio
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindows
 
 from genni.components import schema
+from genni.pipeline.beam_options import pipeline_options
 from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
 from genni.pipeline.preprocess.config import PreprocessConfig
 from genni.pipeline.preprocess.kcore import (  # noqa: F401 (this module's API too)
@@ -115,7 +116,9 @@ class ReadLineChunksFn(beam.DoFn):
         chunk: list[bytes] = []
         first = 1  # The number of the chunk's first line.
         try:
-            with readable.open(compression_type=CompressionTypes.AUTO) as f:
+            with outputs.open_log(
+                path, lambda c: readable.open(compression_type=c)
+            ) as f:
                 while block := f.read(READ_BLOCK_BYTES):
                     lines = (tail + block).split(b"\n")
                     tail = lines.pop()
@@ -687,7 +690,7 @@ def preprocess(
     """
     fmt = inmemory.check_inputs(config)
     staging = outputs.staging_dir(config.output)
-    options = PipelineOptions(pipeline_args or [])
+    options = pipeline_options(pipeline_args)
     try:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, config, fmt, staging)

@@ -8,6 +8,8 @@ half-written dataset where a later stage would read it. Paths go through Beam's
 
 from __future__ import annotations
 
+import bz2
+import contextlib
 import gzip
 import json
 import os
@@ -116,11 +118,28 @@ def iter_raw_lines(pattern: str) -> Iterable[tuple[str, int, bytes]]:
                 yield path, number, raw
 
 
-def open_log(path: str):
-    """A binary reader of one log file, decompressed by its extension."""
-    if _is_local(path):
-        return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-    return FileSystems.open(path)  # CompressionTypes.AUTO: by the extension.
+# Compressions read with Python's own decompressors, which raise at a stream
+# cut short (Beam's `CompressedFile` stops quietly where the data ends).
+DECOMPRESSORS = {
+    ".gz": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
+    ".bz2": lambda raw: bz2.BZ2File(raw, mode="rb"),
+}
+
+
+@contextlib.contextmanager
+def open_log(path: str, opener=None):
+    """A binary reader of one log file, decompressed by its extension (as
+    Beam's ReadFromText); a gzip or bzip2 stream that ends early raises
+    (`READ_ERRORS`) instead of ending the file there. `opener(compression)`:
+    how to open the stored bytes (default: Beam's file systems)."""
+    opener = opener or (lambda c: FileSystems.open(path, compression_type=c))
+    decompress = DECOMPRESSORS.get(os.path.splitext(path)[1].lower())
+    if decompress is None:  # Plain, or a compression Beam reads.
+        with opener(CompressionTypes.AUTO) as f:
+            yield f
+        return
+    with opener(CompressionTypes.UNCOMPRESSED) as raw, decompress(raw) as f:
+        yield f
 
 
 # What reading a truncated or corrupt (compressed) file raises.

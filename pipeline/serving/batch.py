@@ -42,9 +42,9 @@ import numpy as np
 import tensorflow as tf
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference import base as inference
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from genni.components import schema
+from genni.pipeline.beam_options import pipeline_options
 from genni.pipeline.preprocess import beam as preprocess
 from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
 from genni.pipeline.serving import export, repository
@@ -303,7 +303,7 @@ def run(config: BatchConfig, pipeline_args: list[str] | None = None) -> dict:
     staging = outputs.staging_dir(config.output)
     start = time.perf_counter()
     try:
-        with beam.Pipeline(options=PipelineOptions(pipeline_args or [])) as p:
+        with beam.Pipeline(options=pipeline_options(pipeline_args)) as p:
             build_pipeline(p, config, fmt, model_path, staging)
         summary_path = FileSystems.join(staging, SUMMARY_FILE)
         summary = outputs.read_json(summary_path)

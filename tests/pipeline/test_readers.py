@@ -4,6 +4,7 @@ user on several lines of a sequences file is joined in file order, a
 truncated compressed file is an error naming it, a table is never read as
 sequences; and, for random bytes, every line is read or counted."""
 
+import bz2
 import gzip
 import json
 import tempfile
@@ -69,6 +70,53 @@ def test_a_truncated_compressed_file_is_an_error_naming_it(tmp_path, capsys):
     assert not out.exists()
     with pytest.raises(ValueError, match=r"log\.json\.gz to its end"):
         list(outputs.iter_raw_lines(str(log)))
+
+
+COMPRESS = {"gz": gzip.compress, "bz2": bz2.compress}
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESS))
+def test_a_compressed_log_cut_anywhere_is_an_error_on_every_path(tmp_path, suffix):
+    """Issue 52: 3,000 short lines, the file cut at a quarter, half,
+    three quarters of its bytes and one byte short. Beam's reader (preprocess,
+    batch-recommend), the in-memory reader and `genni replay`'s reader all
+    refuse it, naming the file; before, Beam's read the half it had."""
+    from genni.pipeline.cli import replay
+
+    head = "user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
+    text = head + "\n".join(f"u{n % 97}\ti{n % 13}\t5\t{n}" for n in range(3000))
+    whole = COMPRESS[suffix](text.encode())
+    for cut in (len(whole) // 4, len(whole) // 2, 3 * len(whole) // 4, len(whole) - 1):
+        log = tmp_path / f"cut{cut}.inter.{suffix}"
+        log.write_bytes(whole[:cut])
+        config = PreprocessConfig(
+            input=str(log),
+            output=str(tmp_path / f"data{cut}"),
+            format="recbole",
+            min_count=1,
+        )
+        named = rf"{log.name} to its end"
+        with pytest.raises(ValueError, match=named):
+            beam.preprocess(config)
+        assert not Path(config.output).exists()
+        with pytest.raises(ValueError, match=named):
+            inmemory.run(config)
+        with pytest.raises(ValueError, match=named):
+            replay.read_log(str(log))
+    # The whole file reads, by every reader, to its last line.
+    log = tmp_path / f"whole.inter.{suffix}"
+    log.write_bytes(whole)
+    assert sum(1 for _ in outputs.iter_raw_lines(str(log))) == 3001
+    stats = beam.preprocess(
+        PreprocessConfig(
+            input=str(log),
+            output=str(tmp_path / "whole"),
+            format="recbole",
+            min_count=1,
+        )
+    )
+    assert stats["events_read"] == 3000
+    assert sum(len(events) for events in replay.read_log(str(log))[2].values()) == 3000
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,23 @@
+"""The Beam pipeline options of genni's Beam commands, with the runner chosen.
+
+Beam 2.77 with no `--runner` first tries to download the Prism runner's binary
+and falls back to the DirectRunner when it cannot: which runner runs a job
+would depend on the machine's network. `genni preprocess` and `genni
+batch-recommend` run on `DEFAULT_RUNNER` (the runner the tests cover) unless
+`--runner` is given.
+"""
+
+from __future__ import annotations
+
+DEFAULT_RUNNER = "DirectRunner"
+
+
+def pipeline_options(args: list[str] | None):
+    """`PipelineOptions(args)`, on DEFAULT_RUNNER when `args` names none."""
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    options = PipelineOptions(list(args or []))
+    standard = options.view_as(StandardOptions)
+    if not standard.runner:
+        standard.runner = DEFAULT_RUNNER
+    return options
