@@ -1,15 +1,17 @@
 """The Beam pipeline options of genni's Beam commands, with the runner chosen.
 
-Beam 2.77 with no `--runner` first tries to download the Prism runner's binary
-and falls back to the DirectRunner when it cannot: which runner runs a job
-would depend on the machine's network. `genni preprocess` and `genni
-batch-recommend` run on `DEFAULT_RUNNER` (the runner the tests cover) unless
-`--runner` is given.
+Beam 2.77's DirectRunner (the default with no `--runner`) first tries to
+download the Prism runner's binary and run the job there, and falls back to
+the FnApiRunner when it cannot: which runner runs a job would depend on the
+machine's network. `genni preprocess` and `genni batch-recommend` run on
+`DEFAULT_RUNNER`, the FnApiRunner (the one the DirectRunner falls back to, and
+the one the tests cover), unless `--runner` is given; its
+`--direct_num_workers` and `--direct_running_mode` apply as before.
 """
 
 from __future__ import annotations
 
-DEFAULT_RUNNER = "DirectRunner"
+DEFAULT_RUNNER = "FnApiRunner"
 
 
 def pipeline_options(args: list[str] | None):

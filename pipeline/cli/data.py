@@ -334,8 +334,8 @@ def add_preprocess(commands) -> None:
         "S3-Rec sequence text; plain or gzip) into leave-one-out TFRecords, "
         "vocabularies and dataset statistics. Flags not listed here go to Apache "
         "Beam (e.g. --runner, --direct_num_workers). With no --runner it runs on "
-        "Beam's DirectRunner, on this machine (never Prism, which a plain Beam "
-        "pipeline would first try to download).",
+        "Beam's FnApiRunner, on this machine (what the DirectRunner falls back to; "
+        "never Prism, which Beam's default would first try to download).",
     )
     add_preprocess_arguments(p)
     p.set_defaults(handler=_preprocess)

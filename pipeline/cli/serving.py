@@ -287,8 +287,9 @@ def add_batch_recommend(commands) -> None:
         "summary.json and _SUCCESS, moved into place when complete. Flags not "
         "listed here go to Apache Beam (e.g. --runner, "
         "--direct_running_mode=multi_processing --direct_num_workers=2). With no "
-        "--runner it runs on Beam's DirectRunner (never Prism, which a plain "
-        "Beam pipeline would first try to download).",
+        "--runner it runs on Beam's FnApiRunner, on this machine (what the "
+        "DirectRunner falls back to; never Prism, which Beam's default would "
+        "first try to download).",
     )
     p.add_argument(
         "--model",

@@ -23,9 +23,9 @@ strings between stages.
 The pipeline writes into a staging directory; `run` moves it into place only when
 the run has succeeded and its statistics are sane.
 
-DirectRunner is the default, chosen, not discovered
-(`genni.pipeline.beam_options`: Beam alone would first try to download
-Prism); any runner is chosen with the standard pipeline options, e.g.
+The FnApiRunner (what Beam's DirectRunner falls back to) is the default,
+chosen, not discovered (`genni.pipeline.beam_options`: Beam alone would first
+try to download Prism); any runner is chosen with the standard pipeline options, e.g.
 `--runner=DataflowRunner --project=... --region=...
 --temp_location=gs://... --setup_file=./setup.py` or `--runner=FlinkRunner
 --flink_master=host:8081`.
