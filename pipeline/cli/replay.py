@@ -228,6 +228,7 @@ def replay(
                     os.path.join(result["data"], schema.STATS_FILE)
                 )
                 row["items"] = stats["items"]
+                row["kcore"] = kcore_shares(stats)
                 split = stats.get("time_split") or {}
                 row["new_item_share"] = split.get("test_new_item_share")
                 if serve and probe is None and _served(workdir):  # From v1 on.
@@ -283,8 +284,9 @@ def replay(
 
 def unservable(path: str | None, events: dict, cut: float, targets) -> dict:
     """The shares of `targets` the SavedModel at `path` cannot rank (not in
-    its vocabulary): `new`, items never met up to `cut`, and `removed`, items
-    met but left out of the vocabulary (the k-core's)."""
+    its vocabulary): `new`, items never met up to `cut`, and `met`, items
+    met before it that the served version does not know (removed by the
+    k-core, or newer than the served version)."""
     import tensorflow as tf
 
     if path is None or not targets:
@@ -294,8 +296,22 @@ def unservable(path: str | None, events: dict, cut: float, targets) -> dict:
     out = [t for t in targets if t not in known]
     return {
         "new": round(sum(t not in met for t in out) / len(targets), 4),
-        "removed": round(sum(t in met for t in out) / len(targets), 4),
+        "met": round(sum(t in met for t in out) / len(targets), 4),
     }
+
+
+def kcore_shares(stats: dict) -> dict:
+    """What the k-core of a step's dataset removed: its share of the items
+    met before the validation cutoff, and of each window's targets."""
+    kcore, window = stats["kcore"], stats.get("time_split") or {}
+    shares = {}
+    if kcore.get("items_before"):
+        shares["catalog"] = round(kcore["items_removed"] / kcore["items_before"], 4)
+    for split in ("valid", "test"):
+        cases = window.get(f"{split}_cases")
+        if cases and f"{split}_kcore_removed_targets" in window:
+            shares[split] = round(window[f"{split}_kcore_removed_targets"] / cases, 4)
+    return shares
 
 
 def served_what(workdir: str) -> str:
@@ -342,7 +358,8 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     shown = [v for v in VARIANTS if any(r[v] for r in rows)]
     loops = [v for v in ("warm", "scratch") if v in shown]
     head = (
-        "| step | cases | items | targets never met / removed by the k-core | "
+        "| step | cases | items | k-core removed: catalog / test targets | "
+        "targets unknown to the served model: never met / met before the cut | "
         + " | ".join(f"{v} NDCG@10" for v in shown)
         + "".join(f" | {v} serves | {v} train s | {v} pipeline s" for v in loops)
         + " | warm export |"
@@ -363,14 +380,16 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
         return f"**{value}**" if r.get(f"{v}_below_popular") else value
 
     for r in rows:
-        gone = r.get("unservable") or {}
+        gone, kcore = r.get("unservable") or {}, r.get("kcore") or {}
         lines.append(
             f"| {r['step']} | {r['cases']:,} | {r.get('items', 0):,} | "
             + (
-                f"{100 * gone['new']:.1f}% / {100 * gone['removed']:.1f}%"
-                if gone
+                f"{100 * kcore['catalog']:.1f}% / {100 * kcore.get('test', 0):.1f}%"
+                if "catalog" in kcore
                 else ""
             )
+            + " | "
+            + (f"{100 * gone['new']:.1f}% / {100 * gone['met']:.1f}%" if gone else "")
             + " | "
             + " | ".join(ndcg(r, v) for v in shown)
             + "".join(

@@ -62,7 +62,8 @@ def test_a_replay_runs_end_to_end(tmp_path):
     for row in rows:
         below = row["warm"]["NDCG@10"] < row["popular"]["NDCG@10"]
         assert row["warm_below_popular"] == below
-        assert set(row["unservable"]) == {"new", "removed"}
+        assert set(row["unservable"]) == {"new", "met"}
+        assert 0.0 <= row["kcore"]["catalog"] <= 1.0
     count = sum(r["warm_below_popular"] for r in rows)
     assert f"below the popularity ranking: warm {count} of 2" in text
     # Each loop's training time per step (step 2's warm run a new one).
