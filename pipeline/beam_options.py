@@ -23,3 +23,19 @@ def pipeline_options(args: list[str] | None):
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
     return options
+
+
+def job_failure(error: BaseException, output: str) -> RuntimeError | None:
+    """A short error for a Beam job its runner reports failed (a portable
+    runner's `Pipeline job-... failed in state FAILED: ...`, with the
+    workers' tracebacks), or None for any other error: the job and the
+    last line of its cause, and that nothing was written to `output`."""
+    text = str(error)
+    if not isinstance(error, RuntimeError) or "failed in state" not in text:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return RuntimeError(
+        f"{lines[0]} ... {lines[-1]} Nothing was written to {output}. A worker "
+        "that died (killed, out of memory) is the usual cause: run the command "
+        "again; the runner's and workers' logs have the rest."
+    )

@@ -18,6 +18,7 @@ SLOW_FILES_FIRST = (
     "test_multi_worker.py",
     "test_train.py",
     "test_workflow.py",
+    "test_portable.py",
     "test_pretrain.py",
 )
 

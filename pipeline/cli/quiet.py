@@ -125,6 +125,14 @@ def worker_stderr_filtered():
         thread.join(timeout=10)
 
 
+def _not_beams(record: logging.LogRecord) -> bool:
+    """Drops what Beam's code logs, whatever its logger (a portable job's
+    messages are re-logged on the root logger, with the workers' tracebacks):
+    a failed job reaches the command as an exception with one clear message
+    (`beam_options.job_failure`). With -v it all shows."""
+    return f"{os.sep}apache_beam{os.sep}" not in record.pathname
+
+
 def configure(verbose: bool) -> None:
     """Logging for a `genni` process: ours at INFO with -v, else WARNING;
     libraries' (TensorFlow, absl, Beam) only errors unless -v."""
@@ -139,6 +147,8 @@ def configure(verbose: bool) -> None:
     # fallback); failures that matter reach Python as exceptions.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     logging.getLogger().setLevel(logging.ERROR)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_not_beams)
     logging.getLogger("genni").setLevel(logging.WARNING)
     for name in ("apache_beam", "tensorflow", "absl", "keras_tuner", "h5py"):
         logging.getLogger(name).setLevel(logging.ERROR)

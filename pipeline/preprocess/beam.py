@@ -45,7 +45,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
 from genni.components import schema
-from genni.pipeline.beam_options import pipeline_options
+from genni.pipeline.beam_options import job_failure, pipeline_options
 from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
 from genni.pipeline.preprocess.config import PreprocessConfig
 from genni.pipeline.preprocess.kcore import (  # noqa: F401 (this module's API too)
@@ -703,7 +703,10 @@ def preprocess(
         if stats["users"] == 0:
             raise ValueError(inmemory.empty_error(stats, config))
         outputs.commit(staging, config.output)
-    except BaseException:
+    except BaseException as e:
         outputs.remove_tree(staging)
+        failed = job_failure(e, config.output)
+        if failed is not None:
+            raise failed from None
         raise
     return stats

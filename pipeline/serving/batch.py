@@ -44,7 +44,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference import base as inference
 
 from genni.components import schema
-from genni.pipeline.beam_options import pipeline_options
+from genni.pipeline.beam_options import job_failure, pipeline_options
 from genni.pipeline.preprocess import beam as preprocess
 from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
 from genni.pipeline.serving import export, repository
@@ -318,8 +318,11 @@ def run(config: BatchConfig, pipeline_args: list[str] | None = None) -> dict:
         if summary[USERS_WRITTEN]:
             outputs.write_text(FileSystems.join(staging, SUCCESS_FILE), [])
         outputs.commit(staging, config.output)
-    except BaseException:
+    except BaseException as e:
         outputs.remove_tree(staging)
+        failed = job_failure(e, config.output)
+        if failed is not None:
+            raise failed from None
         raise
     if not summary[USERS_WRITTEN]:
         raise ValueError(

@@ -1,0 +1,234 @@
+"""The portable path (issue 52): `genni preprocess` and `genni batch-recommend`
+submitted to Beam's own job service with an external SDK worker pool, the job
+API that Flink's, Spark's and Dataflow's runners speak, give what the default
+runner gives. Both services run on free loopback ports, started here and
+stopped whatever happens."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from genni.components import schema
+from genni.pipeline.cli import main as cli
+from tests.conftest import train_and_export
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(port: int, process: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"A Beam service exited ({process.returncode}).")
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port), timeout=1),
+        ):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"Nothing listens on port {port} after {seconds} s.")
+
+
+@contextlib.contextmanager
+def beam_services(log_dir):
+    """Beam's job service and an external worker pool on free loopback ports:
+    the flags that submit a pipeline to them. The pool starts `python` from
+    PATH: this interpreter's first."""
+    env = {
+        **os.environ,
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+        "TF_USE_LEGACY_KERAS": "1",
+    }
+    job, pool = _free_port(), _free_port()
+    commands = {
+        "job_service": [
+            "apache_beam.runners.portability.local_job_service_main",
+            "--port",
+            str(job),
+        ],
+        "worker_pool": [
+            "apache_beam.runners.worker.worker_pool_main",
+            "--service_port",
+            str(pool),
+        ],
+    }
+    processes = []
+    try:
+        for name, command in commands.items():
+            with open(os.path.join(log_dir, f"{name}.log"), "wb") as log:
+                processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", *command],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,  # Its workers die with it.
+                    )
+                )
+        for port, process in zip((job, pool), processes, strict=True):
+            _wait_for(port, process)
+        yield [
+            "--runner=PortableRunner",
+            f"--job_endpoint=localhost:{job}",
+            "--environment_type=EXTERNAL",
+            f"--environment_config=localhost:{pool}",
+        ]
+    finally:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+
+def _records(data: str, split: str) -> list:
+    """A split's examples, parsed: a proto map's bytes differ between
+    processes, its contents do not."""
+    files = sorted(glob.glob(os.path.join(data, f"{split}-*")))
+    records = []
+    for raw in tf.data.TFRecordDataset(files, compression_type="GZIP"):
+        example = tf.train.Example.FromString(raw.numpy())
+        records.append(
+            sorted(
+                (k, tuple(v.int64_list.value))
+                for k, v in example.features.feature.items()
+            )
+        )
+    return sorted(records)
+
+
+def same_dataset(a: str, b: str) -> list[str]:
+    """What differs between two `genni preprocess` outputs ([]: nothing)."""
+    differ = [s for s in schema.SPLITS if _records(a, s) != _records(b, s)]
+    for name in (schema.ITEMS_FILE, schema.USERS_FILE, schema.STATS_FILE):
+        with open(os.path.join(a, name)) as f, open(os.path.join(b, name)) as g:
+            if f.read() != g.read():
+                differ.append(name)
+    return differ
+
+
+def _answers(output: str) -> dict:
+    answers = {}
+    for path in glob.glob(os.path.join(output, "recommendations-*")):
+        with open(path) as f:
+            for line in f:
+                row = json.loads(line)
+                answers[row["user"]] = (row["items"], row["scores"])
+    return answers
+
+
+def same_answers(a: str, b: str, tolerance: float = 1e-5) -> list[str]:
+    """The users whose top-k differ between two batch-recommend outputs
+    (items equal, scores to float32 rounding)."""
+    first, second = _answers(a), _answers(b)
+    if not first or set(first) != set(second):
+        return ["(users)"]
+    return [
+        user
+        for user, (items, scores) in first.items()
+        if items != second[user][0]
+        or any(
+            abs(x - y) > tolerance for x, y in zip(scores, second[user][1], strict=True)
+        )
+    ]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("portable")
+    _, base, _, _ = train_and_export(
+        root,
+        num_users=300,
+        num_items=60,
+        seed=3,
+        max_len=8,
+        hidden_size=16,
+        heads=1,
+    )
+    return root / "log.json.gz", base
+
+
+def test_preprocess_and_batch_recommend_on_the_portable_runner(exported, tmp_path):
+    log, base = exported
+    common = ["--input", str(log), "--min-count", "2"]
+    assert cli.main(["preprocess", *common, "--output", str(tmp_path / "d")]) == 0
+    batch = ["batch-recommend", "--model", base, "--input", str(log), "--k", "5"]
+    assert cli.main([*batch, "--output", str(tmp_path / "b")]) == 0
+    with beam_services(str(tmp_path)) as portable:
+        args = ["preprocess", *common, "--output", str(tmp_path / "pd"), *portable]
+        assert cli.main(args) == 0
+        assert cli.main([*batch, "--output", str(tmp_path / "pb"), *portable]) == 0
+    assert same_dataset(str(tmp_path / "d"), str(tmp_path / "pd")) == []
+    assert same_answers(str(tmp_path / "b"), str(tmp_path / "pb")) == []
+    # The comparisons can fail: a changed record, a changed score.
+    assert same_answers(str(tmp_path / "b"), str(tmp_path / "pb"), -1.0) != []
+    assert same_dataset(str(tmp_path / "d"), str(exported[0].parent / "data"))
+
+
+def _sdk_workers() -> list[int]:
+    """This machine's Beam SDK worker processes (the pool's children)."""
+    found = subprocess.run(
+        ["pgrep", "-f", "SdkHarness"], capture_output=True, text=True
+    ).stdout.split()
+    return [int(pid) for pid in found]
+
+
+def test_a_worker_killed_mid_job_fails_clearly_or_finishes(tmp_path):
+    """A worker killed while `genni preprocess` runs on the portable runner:
+    the command fails naming the job and saying nothing was written, or
+    finishes with the whole dataset; never a half-written output."""
+    from genni.pipeline.preprocess import synthetic
+
+    log = tmp_path / "log.json.gz"
+    synthetic.write_log(
+        synthetic.SyntheticConfig(num_users=4000, num_items=400, seed=2), str(log)
+    )
+    out = tmp_path / "data"
+    before = set(_sdk_workers())
+    with beam_services(str(tmp_path)) as portable:
+        command = [sys.executable, "-m", "genni.pipeline.cli.main", "preprocess"]
+        command += ["--input", str(log), "--output", str(out), "--min-count", "2"]
+        job = subprocess.Popen(
+            [*command, *portable],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "TF_USE_LEGACY_KERAS": "1"},
+        )
+        killed = []
+        deadline = time.monotonic() + 300
+        while not killed and job.poll() is None and time.monotonic() < deadline:
+            workers = set(_sdk_workers()) - before
+            if workers:
+                time.sleep(2)  # Into its work.
+                for pid in workers:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+            time.sleep(0.2)
+        said, _ = job.communicate(timeout=600)
+    assert killed, "no SDK worker was seen to kill"
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".data")]
+    if job.returncode == 0:  # It finished all the same: the whole dataset.
+        direct = tmp_path / "direct"
+        args = ["preprocess", "--input", str(log), "--output", str(direct)]
+        assert cli.main([*args, "--min-count", "2"]) == 0
+        assert same_dataset(str(direct), str(out)) == []
+    else:
+        assert "failed in state FAILED" in said and "Nothing was written" in said
+        assert "Traceback" not in said  # One clear message, not the workers'.
+        assert not out.exists()
