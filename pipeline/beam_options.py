@@ -34,8 +34,18 @@ def job_failure(error: BaseException, output: str) -> RuntimeError | None:
     if not isinstance(error, RuntimeError) or "failed in state" not in text:
         return None
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if "ModuleNotFoundError" in text:
+        hint = (
+            "The workers lack a module: stage genni to them with --setup_file "
+            "./setup.py (docs/data.md#other-beam-runners)."
+        )
+    elif "Channel closed" in text or "Socket closed" in text:
+        hint = (
+            "A worker died (killed, out of memory): run the command again; the "
+            "runner's and workers' logs have the rest."
+        )
+    else:
+        hint = "The runner's and workers' logs have the rest."
     return RuntimeError(
-        f"{lines[0]} ... {lines[-1]} Nothing was written to {output}. A worker "
-        "that died (killed, out of memory) is the usual cause: run the command "
-        "again; the runner's and workers' logs have the rest."
+        f"{lines[0]} ... {lines[-1]} Nothing was written to {output}. {hint}"
     )
