@@ -177,20 +177,26 @@ def _timed_log(path, users, days, items, new=0):
     path.write_text("\n".join(lines) + "\n")
 
 
+def _loop_config(tmp_path, **export):
+    """The nightly loop on a 40-day log of 30 users (logs/a.json), its
+    guard without the popularity floor (`export`: more settings)."""
+    _timed_log(tmp_path / "logs" / "a.json", 30, range(0, 40, 2), 20)
+    return {
+        "input": str(tmp_path / "logs" / "*.json"),
+        "workdir": str(tmp_path / "work"),
+        "preprocess": {"split": "time", "test_days": 4, "min_count": 2},
+        # Users meet items again: only --candidates all can hit.
+        "train": {**TINY, "warm_start": "served", "candidates": "all"},
+        "export": {"k": 5, "baseline": "none", **export},
+    }
+
+
 def test_the_nightly_loop_warm_starts_from_the_served_run(tmp_path, capsys):
     from genni.pipeline.preprocess import outputs
     from genni.pipeline.training import model
 
     logs = tmp_path / "logs"
-    _timed_log(logs / "a.json", 30, range(0, 40, 2), 20)
-    config = {
-        "input": str(logs / "*.json"),
-        "workdir": str(tmp_path / "work"),
-        "preprocess": {"split": "time", "test_days": 4, "min_count": 2},
-        # Users meet items again: only --candidates all can hit.
-        "train": {**TINY, "warm_start": "served", "candidates": "all"},
-        "export": {"k": 5, "baseline": "none"},
-    }
+    config = _loop_config(tmp_path)
     first = workflow.run(config, log=print)
     assert model.read_config(first["run"]).warm_start is None  # Nothing served.
     assert first["export"]["decision"] == "published"
@@ -223,15 +229,7 @@ def test_the_loop_with_refits_warm_starts_from_the_served_refit(tmp_path, capsys
     from genni.pipeline.training import model
 
     logs = tmp_path / "logs"
-    _timed_log(logs / "a.json", 30, range(0, 40, 2), 20)
-    config = {
-        "input": str(logs / "*.json"),
-        "workdir": str(tmp_path / "work"),
-        "preprocess": {"split": "time", "test_days": 4, "min_count": 2},
-        # Users meet items again: only --candidates all can hit.
-        "train": {**TINY, "warm_start": "served", "candidates": "all"},
-        "export": {"k": 5, "baseline": "none", "refit": True},
-    }
+    config = _loop_config(tmp_path, refit=True)
     first = workflow.run(config, log=print)
     assert first["export"]["decision"] == "published"
     assert first["export"]["run"] == first["refit"] != first["run"]
