@@ -281,7 +281,10 @@ def test_exact_ties_of_real_valued_embeddings_count_against_the_target(chunk_siz
         queries, collapsed, targets, no_history, "all", chunk_size
     ).numpy()
     np.testing.assert_array_equal(ranks, items - 1)  # Every other item ties.
-    full = _ranks(queries @ collapsed.T, targets, [[]] * batch, "all")
+    # The reference sums each score in the same order (a BLAS matmul need
+    # not: OpenBLAS on some CPUs rounds the edge columns of a block apart).
+    scores = (queries[:, None, :] * collapsed[None, :, :]).sum(axis=-1)
+    full = _ranks(scores, targets, [[]] * batch, "all")
     np.testing.assert_array_equal(full, items - 1)
     # Ten copies of each target's embedding among otherwise distinct items:
     # each copy is a tie, so no target ranks in the top 10.

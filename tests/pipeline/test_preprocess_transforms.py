@@ -12,7 +12,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from genni.components import schema
 from genni.pipeline.preprocess import beam as preprocess
-from genni.pipeline.preprocess import formats, inmemory, sequences
+from genni.pipeline.preprocess import formats, inmemory, reading, sequences
 from tests.conftest import review
 
 
@@ -24,7 +24,7 @@ def _users(batches):
 
 
 def test_read_logs_chunks_plain_and_gzip_files(tmp_path, monkeypatch):
-    monkeypatch.setattr(preprocess, "READ_BLOCK_BYTES", 7)  # Lines span blocks.
+    monkeypatch.setattr(reading, "READ_BLOCK_BYTES", 7)  # Lines span blocks.
     lines = [f"line number {i}" for i in range(11)]
     (tmp_path / "a.txt").write_text("\r\n".join(lines[:5]))  # CRLF, no final EOL
     with gzip.open(tmp_path / "b.txt.gz", "wt") as f:
