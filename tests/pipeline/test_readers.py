@@ -103,6 +103,8 @@ def test_a_compressed_log_cut_anywhere_is_an_error_on_every_path(tmp_path, suffi
             inmemory.run(config)
         with pytest.raises(ValueError, match=named):
             replay.read_log(str(log))
+        with pytest.raises(ValueError, match=named):  # batch-recommend's check.
+            list(outputs.iter_lines(str(log)))
     # The whole file reads, by every reader, to its last line.
     log = tmp_path / f"whole.inter.{suffix}"
     log.write_bytes(whole)
