@@ -243,8 +243,6 @@ def test_the_loop_with_refits_warm_starts_from_the_served_refit(tmp_path, capsys
     _, old_items = outputs.read_vocabulary(refit_data)
     _, new_items = outputs.read_vocabulary(second["data"])
     assert new_items[: len(old_items)] == old_items
-    # The served refit was judged by its judged run, measured afresh.
+    # The served refit was judged by its judged run, measured afresh. (A
+    # rerun is up to date: test_sparse_loop.)
     assert second["export"]["served"] is not None
-    third = workflow.run(config, log=print)
-    assert (third["run"], third["refit"]) == (second["run"], second["refit"])
-    assert "train: up to date" in capsys.readouterr().out
