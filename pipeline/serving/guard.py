@@ -187,7 +187,8 @@ def guarded_export(
         "served": None,
     }
     try:
-        why_not = _unjudgeable(run_dir, data_dir, split)
+        stats = rundir.read_json(os.path.join(data_dir, schema.STATS_FILE))
+        why_not = _unjudgeable(run_dir, stats, split)
         if why_not is None:
             candidate_path = export.export(
                 run_dir,
@@ -204,7 +205,7 @@ def guarded_export(
                     data_dir, scratch, version=2, k=k, candidates=rule
                 )
                 decision["popular"] = _score(popular_path, data_dir, split)
-                other = _other_window(data_dir, split)
+                other = _other_window(stats, split)
                 if other is not None:  # The floor holds on both windows.
                     decision["floor"] = {
                         other: {
@@ -214,7 +215,7 @@ def guarded_export(
                     }
             if served is not None:
                 served_path = os.path.join(against, str(served))
-                judge = _judge_of(served_path, scratch, k, data_dir, rule)
+                judge = _judge_of(served_path, scratch, k, rule)
                 log(f"Evaluating served version {served} of {against} on {split} ...")
                 decision["served"] = _score(judge, data_dir, split)
             why_not = _verdict(decision)
@@ -250,14 +251,13 @@ def _score(path: str, data_dir: str, split: str) -> float:
     return round(savedmodel_metrics(path, data_dir, split)[METRIC], 4)
 
 
-def _other_window(data_dir: str, split: str) -> str | None:
+def _other_window(stats: dict, split: str) -> str | None:
     """The other held-out split, when it holds scoreable cases and is not
     below its dataset's `min_cases`: the popularity floor is checked there
     too (the run's epoch was chosen on valid; test it never saw)."""
     from genni.pipeline.preprocess import windows
 
     other = schema.TEST if split == schema.VALID else schema.VALID
-    stats = rundir.read_json(os.path.join(data_dir, schema.STATS_FILE))
     if stats.get("time_split"):
         if not windows.scoreable(stats, other) or other in windows.short_windows(stats):
             return None
@@ -266,14 +266,13 @@ def _other_window(data_dir: str, split: str) -> str | None:
     return other
 
 
-def _unjudgeable(run_dir: str, data_dir: str, split: str) -> str | None:
+def _unjudgeable(run_dir: str, stats: dict, split: str) -> str | None:
     """Why `run_dir` is refused before it is measured, or None."""
     from genni.pipeline.preprocess import windows
 
     metrics = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE))
     if not metrics.get("validation_signal", True):
         return train.no_signal_message(metrics)
-    stats = rundir.read_json(os.path.join(data_dir, schema.STATS_FILE))
     if split in windows.short_windows(stats):
         return (
             f"too few cases to judge on {split}: {windows.describe(stats)}; at "
@@ -322,7 +321,7 @@ def _numbers(decision: dict) -> str:
     return text
 
 
-def _judge_of(served_path, scratch, k, data_dir, candidates) -> str:
+def _judge_of(served_path, scratch, k, candidates) -> str:
     """What stands for the served version: itself, or, when it is a refit,
     an export of the run it was judged by (a refit has learned every
     window, so it cannot be measured on one)."""

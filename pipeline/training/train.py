@@ -440,12 +440,13 @@ def _train(
 def window_cases(stats: dict) -> dict:
     """`metrics.json`'s `cases`: each held-out split's cases and scoreable
     cases (a target the vocabulary knows; under leave-one-out, every one)."""
+    from genni.pipeline.preprocess import windows
+
     window = stats.get("time_split")
     cases = {}
     for split in (schema.VALID, schema.TEST):
         if window:
-            total = window[f"{split}_cases"]
-            known = total - window[f"{split}_new_item_targets"]
+            total, known = window[f"{split}_cases"], windows.scoreable(stats, split)
         else:
             total = known = stats["examples"][split]
         cases[split] = {"cases": total, "scoreable": known}
