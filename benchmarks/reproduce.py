@@ -74,6 +74,11 @@ VARIANTS = {
     # pre-training epochs of seed 0, fine-tuning seeds 0-3: test HR@10 10.02 +-
     # 0.05 / NDCG@10 6.02 +- 0.05).
     "s3rec_genni_ssm_k64_a1": SSM_K64_A1,
+    # Issue 53: the FilterMix encoder (docs/encoders.md) under each loss and
+    # sampler: the recommended preset's, the paper's GenNi, the full softmax.
+    "filtermix_genni_ssm_k64_a1": dict(SSM_K64_A1, encoder="filtermix"),
+    "filtermix_genni": dict(sampler="genni", alpha=2.5, beta=1.0, encoder="filtermix"),
+    "filtermix_softmax": dict(loss="softmax", encoder="filtermix"),
 }
 PRETRAINED = ("s3rec", "s3rec_genni", "s3rec_genni_ssm_k64_a1")
 

@@ -1,12 +1,13 @@
-"""SASRec's own settings and builder.
+"""The encoders' settings and builder.
 
-`ModelConfig` holds the encoder's settings, each declared once; a run's
+`ModelConfig` holds the encoder's settings, each declared once, the choice of
+encoder (`--encoder`, `genni.models.encoders.registry`) among them; a run's
 settings (`genni.pipeline.training.config.TrainConfig`, and `PretrainConfig`)
-hold one, and their `encoder(info)` gives the `SASRecConfig` (the settings on
+hold one, and their `encoder(info)` gives the `EncoderConfig` (the settings on
 a dataset's catalog and input length) that `build_encoder` turns into an
 encoder. Training, pre-training, evaluation and export build their encoders
 here, so one set of settings always gives the same network (and the same
-weight names, "sasrec/...").
+weight names, "sasrec/...", "filtermix/...").
 """
 
 from __future__ import annotations
@@ -14,12 +15,24 @@ from __future__ import annotations
 import dataclasses
 
 from genni.components import schema
-from genni.components.settings import NON_NEGATIVE, Settings, at_least, setting
+from genni.components.settings import (
+    NON_NEGATIVE,
+    Settings,
+    at_least,
+    setting,
+    within,
+)
+from genni.models.encoders import registry
 
-ENCODER_NAME = "sasrec"
-# The settings that shape the encoder's weights: a pre-trained encoder fits a
-# fine-tuning run only if these agree (dropout and seed may differ).
-WEIGHT_FIELDS = ("hidden_size", "num_layers", "num_heads")
+# The encoder of runs recorded before there was a choice: a `config.json`
+# without "encoder" is a SASRec run, whatever today's default.
+FIRST_ENCODER = "sasrec"
+# The paper's (`--preset paper`).
+PAPER_ENCODER = "sasrec"
+# The settings that shape the encoder's weights: a pre-trained encoder (or a
+# warm start) fits a run only if these agree (dropout, the filter's mix and
+# the seed may differ).
+WEIGHT_FIELDS = ("encoder", "hidden_size", "num_layers", "num_heads")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +43,13 @@ class ModelConfig(Settings):
 
     KIND = "model settings"
 
+    encoder: str = setting(
+        FIRST_ENCODER,
+        "Sequence encoder: 'sasrec' (causal self-attention) or 'filtermix' "
+        "(SASRec's blocks with a learned causal low-pass filter mixed beside "
+        "attention, after BSARec); docs/training.md#encoders.",
+        choices=registry.names,
+    )
     hidden_size: int = setting(
         64,
         "Width of the item embeddings and blocks (a pre-training and the run "
@@ -53,6 +73,17 @@ class ModelConfig(Settings):
         flag=None,
         follows="dropout",
     )
+    filter_alpha: float = setting(
+        0.7,
+        "FilterMix: the filter's share of each block's mix (1: filter only, "
+        "0: attention only).",
+        check=within(0.0, 1.0, low_open=False, high_open=False),
+    )
+    filter_window: int = setting(
+        10,
+        "FilterMix: the width, in items, of the moving average its filter starts from.",
+        check=at_least(1),
+    )
 
     def validate(self) -> None:
         if self.hidden_size % self.num_heads:
@@ -61,9 +92,14 @@ class ModelConfig(Settings):
                 f"`num_heads` ({self.num_heads})."
             )
 
-    def for_dataset(self, info: schema.DatasetInfo, seed: int | None) -> SASRecConfig:
+    def unread(self) -> tuple[str, ...]:
+        """The settings this run's encoder does not read (keyed at defaults)."""
+        return registry.unread_settings(self.encoder)
+
+    def for_dataset(self, info: schema.DatasetInfo, seed: int | None) -> EncoderConfig:
         """The encoder of these settings on the dataset `info` describes."""
-        return SASRecConfig(
+        return EncoderConfig(
+            encoder=self.encoder,
             num_items=info.num_items,
             max_len=info.max_len,
             hidden_size=self.hidden_size,
@@ -71,27 +107,34 @@ class ModelConfig(Settings):
             num_heads=self.num_heads,
             dropout=self.dropout,
             attention_dropout=self.attention_dropout,
+            filter_alpha=self.filter_alpha,
+            filter_window=self.filter_window,
             seed=seed,
         )
 
 
 @dataclasses.dataclass(frozen=True)
-class SASRecConfig:
-    """The SASRec encoder: catalog size, input length, width and depth, dropout.
+class EncoderConfig:
+    """An encoder on a dataset: which one, catalog size, input length, width
+    and depth, dropout, and the settings of its kind (unread by others).
 
-    Defaults: the paper's (2 blocks of 2 heads, width 64, dropout 0.5).
+    Defaults: the paper's SASRec (2 blocks of 2 heads, width 64, dropout 0.5).
     """
 
     num_items: int
+    encoder: str = FIRST_ENCODER
     max_len: int = schema.DEFAULT_MAX_LEN
     hidden_size: int = 64
     num_layers: int = 2
     num_heads: int = 2
     dropout: float = 0.5
     attention_dropout: float = 0.5
+    filter_alpha: float = 0.7
+    filter_window: int = 10
     seed: int | None = None
 
     def __post_init__(self) -> None:
+        registry.get(self.encoder)  # A clear error for an unknown name.
         for name in ("num_items", "max_len", "hidden_size", "num_layers", "num_heads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be at least 1. Got {self}.")
@@ -101,7 +144,7 @@ class SASRecConfig:
                 f"`num_heads` ({self.num_heads})."
             )
 
-    def weight_differences(self, other: SASRecConfig) -> list[str]:
+    def weight_differences(self, other: EncoderConfig) -> list[str]:
         """'hidden_size 64 vs 128', ... for each weight-shaping setting that
         differs (empty: `other`'s weights fit this encoder)."""
         return [
@@ -111,18 +154,7 @@ class SASRecConfig:
         ]
 
 
-def build_encoder(config: SASRecConfig):
-    """The SASRec encoder of `config` (named "sasrec" in every model)."""
-    from genni.models.sasrec import SASRecEncoder
-
-    return SASRecEncoder(
-        num_items=config.num_items,
-        max_len=config.max_len,
-        hidden_size=config.hidden_size,
-        num_layers=config.num_layers,
-        num_heads=config.num_heads,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        seed=config.seed,
-        name=ENCODER_NAME,
-    )
+def build_encoder(config: EncoderConfig):
+    """The encoder of `config`, named after its kind ("sasrec", ...) in every
+    model (`genni.models.encoders.registry`)."""
+    return registry.build_encoder(config)

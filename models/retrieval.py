@@ -1,6 +1,7 @@
-"""The TFRS retrieval model: SASRec query tower, shared item embeddings, GenNi.
+"""The TFRS retrieval model: an encoder's query tower, shared item embeddings, GenNi.
 
-Query tower: the SASRec encoder, h_t at every position. Candidate tower: the
+Query tower: a sequence encoder (`genni.models.encoders`: SASRec, FilterMix),
+h_t at every position. Candidate tower: the
 encoder's own item embedding table. Score: h_t . e_i. `compute_loss` draws k
 negatives per non-padding position with the configured sampler and applies the
 loss (BCE or BPR with the negatives, or the full softmax as a reference).
@@ -14,11 +15,11 @@ import tensorflow_recommenders as tfrs
 from genni.components import losses, packing, schema
 from genni.components.samplers.base import BatchContext, NegativeSampler
 from genni.components.schedules import SelfAdjustingAlpha
-from genni.models.sasrec import SASRecEncoder
+from genni.models.encoders import SequenceEncoder
 
 
 class SequentialRetrievalModel(tfrs.Model):
-    """SASRec trained with sampled (or generated) negatives.
+    """A sequence encoder trained with sampled (or generated) negatives.
 
     Args:
         encoder: the query tower; its item table is the candidate tower.
@@ -37,7 +38,7 @@ class SequentialRetrievalModel(tfrs.Model):
 
     def __init__(
         self,
-        encoder: SASRecEncoder,
+        encoder: SequenceEncoder,
         sampler: NegativeSampler | None,
         loss: str = "bce",
         logq_correction: bool = True,

@@ -30,7 +30,8 @@ import tensorflow as tf
 
 from genni.components import losses, schema
 from genni.components.samplers.base import BatchContext, NegativeSampler
-from genni.models.sasrec import INITIALIZER_STDDEV, SASRecEncoder
+from genni.models.encoders import SequenceEncoder
+from genni.models.encoders.sasrec import INITIALIZER_STDDEV
 
 # The S3-Rec code's defaults (run_pretrain.py).
 DEFAULT_WEIGHTS = {"aap": 0.2, "mip": 1.0, "map": 1.0, "sp": 0.5}
@@ -87,7 +88,7 @@ class S3RecPretrainer(tf.keras.Model):
 
     def __init__(
         self,
-        encoder: SASRecEncoder,
+        encoder: SequenceEncoder,
         item_attributes: np.ndarray,
         num_attributes: int,
         sampler: NegativeSampler,
@@ -257,7 +258,7 @@ class S3RecPretrainer(tf.keras.Model):
         return {name: m.result() for name, m in self.trackers.items()}
 
 
-def encoder_weights(encoder: SASRecEncoder) -> dict[str, tf.Variable]:
+def encoder_weights(encoder: SequenceEncoder) -> dict[str, tf.Variable]:
     """The encoder's trainable weights by layer path ("block_0/query/kernel")."""
     found: dict[str, tf.Variable] = {}
 
@@ -272,7 +273,7 @@ def encoder_weights(encoder: SASRecEncoder) -> dict[str, tf.Variable]:
     return found
 
 
-def save_encoder_weights(encoder: SASRecEncoder, path: str) -> None:
+def save_encoder_weights(encoder: SequenceEncoder, path: str) -> None:
     """Write the encoder's weights (by layer path) to an .npz file."""
     values = {name: w.numpy() for name, w in encoder_weights(encoder).items()}
     buffer = io.BytesIO()
@@ -282,7 +283,7 @@ def save_encoder_weights(encoder: SASRecEncoder, path: str) -> None:
     tf.io.gfile.rename(f"{path}.tmp", path, overwrite=True)
 
 
-def load_encoder_weights(encoder: SASRecEncoder, path: str) -> list[str]:
+def load_encoder_weights(encoder: SequenceEncoder, path: str) -> list[str]:
     """Assign the weights saved by `save_encoder_weights`; returns their names.
 
     Raises ValueError, naming them, when a weight is missing from the file,

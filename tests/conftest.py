@@ -66,9 +66,19 @@ def make_dataset(root, num_users, num_items, seed, max_len):
     return out, inmemory.run(PreprocessConfig(input=log, output=out, max_len=max_len))
 
 
-def train_and_export(root, *, num_users, num_items, seed, max_len, hidden_size, heads):
-    """A one-epoch tiny run on a synthetic dataset, exported with k=5:
-    (run dir, MODEL_BASE, version path, item ids)."""
+def train_and_export(
+    root,
+    *,
+    num_users,
+    num_items,
+    seed,
+    max_len,
+    hidden_size,
+    heads,
+    encoder="sasrec",
+):
+    """A one-epoch tiny run of `encoder` on a synthetic dataset, exported with
+    k=5: (run dir, MODEL_BASE, version path, item ids)."""
     from genni.pipeline.serving import export
     from genni.pipeline.training import train
     from genni.pipeline.training.config import TrainConfig
@@ -83,6 +93,7 @@ def train_and_export(root, *, num_users, num_items, seed, max_len, hidden_size, 
         num_layers=1,
         num_heads=heads,
         batch_size=64,
+        encoder=encoder,
     )
     train.train(config, verbose=0)
     base = str(root / "models")

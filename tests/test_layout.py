@@ -203,7 +203,7 @@ def test_one_import_name_outside_the_repository(tmp_path):
 
 def test_importing_the_package_leaves_the_allocator_alone(tmp_path):
     code = (
-        "import os; import genni.pipeline.training.train, genni.models.sasrec\n"
+        "import os, genni.pipeline.training.train, genni.models.encoders.sasrec\n"
         "print(os.environ.get('TF_CPU_ALLOCATOR_USE_BFC'))\n"
     )
     out = run_python(tmp_path, code, drop=("TF_CPU_ALLOCATOR_USE_BFC",)).stdout
@@ -355,3 +355,27 @@ def test_no_concrete_sampler_is_named_outside_the_samplers_package():
             if name in classes:
                 named.append(f"{module}:{node.lineno}")
     assert not named, f"concrete samplers named outside their package: {named}"
+
+
+def test_no_concrete_encoder_is_named_outside_the_models():
+    """Training, pre-training, export and the loop build an encoder from its
+    settings (`genni.models.config.build_encoder`) and use it through its
+    protocol (`genni.models.encoders.SequenceEncoder`); which encoder it is,
+    only `genni.models` knows."""
+    from genni.models.encoders import registry
+
+    classes = {"SASRecEncoder", "FilterMixEncoder", "CausalSelfAttentionBlock"}
+    classes |= {"FilterMixBlock"}
+    named = []
+    for module, path in sources().items():
+        if module.startswith("genni.models"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = getattr(node, "id", None) or getattr(node, "attr", None)
+            if isinstance(node, ast.alias):
+                name = node.name.split(".")[-1]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                name = node.value
+            if name in classes or name in registry.names():
+                named.append(f"{module}:{node.lineno}")
+    assert not named, f"concrete encoders named outside genni.models: {named}"

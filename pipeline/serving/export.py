@@ -185,7 +185,7 @@ def export(
         k,
         candidates or config.candidates,
     )
-    return _save(module, base, version, items)
+    return _save(module, base, version, items, model=config.model.encoder)
 
 
 class PopularityEncoder(tf.Module):
@@ -262,7 +262,7 @@ def _save(
     base: str,
     version: int | None,
     items: list[str],
-    model: str = "sasrec",
+    model: str,
 ) -> str:
     version = version if version is not None else next_version(base)
     if version < 1:
@@ -287,9 +287,9 @@ def _save(
     return final
 
 
-def write_settings(path: str, module: ServingModule, model: str = "sasrec") -> None:
+def write_settings(path: str, module: ServingModule, model: str) -> None:
     """SETTINGS_FILE of the export at `path`: its ranking rule, k, sizes and
-    what ranks (`model`: "sasrec", or POPULAR for `export_popular`)."""
+    what ranks (`model`: the run's encoder, or POPULAR for `export_popular`)."""
     settings = {
         "model": model,
         "candidates": module.candidates,

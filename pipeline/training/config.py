@@ -27,7 +27,7 @@ from genni.components.settings import (
     setting,
     within,
 )
-from genni.models.config import ModelConfig, SASRecConfig
+from genni.models.config import PAPER_ENCODER, EncoderConfig, ModelConfig
 
 # The recommended preset's cap on the items one GenNi draw scores
 # (`max_candidates`), and its budget of scores per training step for the
@@ -164,7 +164,7 @@ class TrainConfig(Settings):
                 "--init-from (a pre-training) and --warm-start (a run): choose one."
             )
 
-    def encoder(self, info) -> SASRecConfig:
+    def encoder(self, info) -> EncoderConfig:
         """The run's encoder on the dataset `info` (a `DatasetInfo`) describes."""
         return self.model.for_dataset(info, self.seed)
 
@@ -214,8 +214,8 @@ PRESETS: dict[str, dict] = {
         patience=10,
         patience_growth=0.5,
     ),
-    # The paper's SASRec_GenNi: BCE with one GenNi negative, alpha 2.5.
-    "paper": dict(loss="bce", num_negatives=1, alpha=2.5),
+    # The paper's SASRec_GenNi: SASRec, BCE with one GenNi negative, alpha 2.5.
+    "paper": dict(loss="bce", num_negatives=1, alpha=2.5, encoder=PAPER_ENCODER),
 }
 DEFAULT_PRESET = "recommended"
 
@@ -284,7 +284,7 @@ class PretrainConfig(Settings):
     model: ModelConfig = nested(ModelConfig)
     seed: int = setting(0, "Seed of every random stream of the run.")
 
-    def encoder(self, info) -> SASRecConfig:
+    def encoder(self, info) -> EncoderConfig:
         """The encoder being pre-trained, on the dataset `info` describes."""
         return self.model.for_dataset(info, self.seed)
 

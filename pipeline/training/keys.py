@@ -84,7 +84,8 @@ def data_fingerprint(data: str) -> str:
 def run_key(config: TrainConfig, fingerprint: str) -> str:
     """A stable id of a run: its settings and its dataset, not their paths,
     nor its batch layout (`LAYOUT_SETTINGS`), nor, for the softmax loss, the
-    settings of a sampler it does not have (`SAMPLER_SETTINGS`), nor the log Q
+    settings of a sampler it does not have (`SAMPLER_SETTINGS`), nor those of
+    another encoder (`ModelConfig.unread`), nor the log Q
     correction of a loss other than the sampled softmax, nor a cap on
     GenNi's candidates (`max_candidates`) at or above the catalog's size: a
     run is keyed by the candidates it scores, whether a cap or a
@@ -93,6 +94,13 @@ def run_key(config: TrainConfig, fingerprint: str) -> str:
         config = dataclasses.replace(config, sampler=SamplerConfig())
     if config.loss != "sampled_softmax" and not config.logq_correction:
         config = config.replace(logq_correction=True)  # Unread.
+    unread = config.model.unread()  # Another encoder's settings.
+    if unread:
+        defaults = type(config.model)()
+        config = dataclasses.replace(
+            config,
+            model=config.model.replace(**{n: getattr(defaults, n) for n in unread}),
+        )
     stats = _stats(fingerprint)
     items = stats.get("items")
     sampler = config.sampler

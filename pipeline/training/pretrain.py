@@ -30,7 +30,8 @@ from genni.components import schema
 from genni.components.samplers import build_sampler
 from genni.models import s3rec
 from genni.models.config import build_encoder
-from genni.models.sasrec import SASRecEncoder
+from genni.models.encoders import SequenceEncoder
+from genni.models.encoders import registry as encoders
 from genni.pipeline.training import data, rundir
 from genni.pipeline.training.config import (
     PretrainConfig,
@@ -162,9 +163,19 @@ def epoch_features(
     }
 
 
+def pretrainable() -> tuple[str, ...]:
+    """The encoders S3-Rec pre-training can train."""
+    return tuple(n for n in encoders.names() if encoders.get(n).pretrainable)
+
+
 def build_pretrainer(
     config: PretrainConfig, info: schema.DatasetInfo, attributes: np.ndarray
 ) -> s3rec.S3RecPretrainer:
+    if not encoders.get(config.model.encoder).pretrainable:
+        raise ValueError(
+            f"The {config.model.encoder!r} encoder has no S3-Rec pre-training: "
+            f"train it from scratch (choose one of {pretrainable()} to pre-train)."
+        )
     encoder = build_encoder(config.encoder(info))
     sampler = build_sampler(
         config.sampler_config(), info.num_items, config.sampler_seed
@@ -298,7 +309,7 @@ def read_config(pretrain_dir: str) -> PretrainConfig:
     return PretrainConfig.from_dict(saved)
 
 
-def initialize(encoder: SASRecEncoder, config: TrainConfig) -> list[str]:
+def initialize(encoder: SequenceEncoder, config: TrainConfig) -> list[str]:
     """Load `config.init_from`'s encoder weights into a fine-tuning model."""
     pretrained = read_config(config.init_from)
     # Only the settings that shape the weights must agree (`WEIGHT_FIELDS`).

@@ -5,8 +5,10 @@ import pytest
 import tensorflow as tf
 
 from genni.components import packing, schema
+from genni.models.config import EncoderConfig, build_encoder
+from genni.models.encoders import registry
+from genni.models.encoders.sasrec import SASRecEncoder
 from genni.models.retrieval import SequentialRetrievalModel
-from genni.models.sasrec import SASRecEncoder
 from genni.pipeline.training import data, train
 from genni.pipeline.training.config import TrainConfig
 from tests.conftest import make_dataset
@@ -61,14 +63,15 @@ def test_pack_rows_round_trips_and_fits_rows():
             assert positions[row, columns[-1]] == 9  # Ends at the last column.
 
 
-def test_packed_encoder_outputs_equal_unpacked():
+@pytest.mark.parametrize("kind", registry.names())
+def test_packed_encoder_outputs_equal_unpacked(kind):
     width, num_items = 12, 40
     lengths = [12, 3, 5, 1, 8, 2, 4, 6]
     ids, targets = left_padded(lengths, width, num_items, seed=1)
-    encoder = SASRecEncoder(
-        num_items, max_len=16, hidden_size=16, num_heads=2, dropout=0.0,
+    encoder = build_encoder(EncoderConfig(
+        num_items, kind, max_len=16, hidden_size=16, num_heads=2, dropout=0.0,
         attention_dropout=0.0, seed=0,
-    )  # fmt: skip
+    ))  # fmt: skip
     unpacked = encoder(ids).numpy()
     p_ids, _, positions, segments, users = packing.pack_rows(ids, targets)
     assert len(p_ids) < len(ids)

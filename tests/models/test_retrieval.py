@@ -4,8 +4,8 @@ import tensorflow as tf
 
 from genni.components import schema
 from genni.components.samplers import GenNiSampler, PopularitySampler, UniformSampler
+from genni.models.encoders.sasrec import SASRecEncoder
 from genni.models.retrieval import SequentialRetrievalModel
-from genni.models.sasrec import SASRecEncoder
 
 V, T = 25, 5
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from genni.components.samplers import UniformSampler
 from genni.models import s3rec
-from genni.models.sasrec import SASRecEncoder
+from genni.models.encoders.sasrec import SASRecEncoder
 from genni.pipeline.training import pretrain
 
 # Float32 sums of unit-scale terms: oneDNN and Eigen add them in different

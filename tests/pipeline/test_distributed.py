@@ -82,8 +82,8 @@ if part == "train":
     )
     result.update(straight=straight, resumed=resumed)
     result["items"] = data.Dataset.open(data_dir).info.num_items
-
-if part == "alpha":  # The self-adjusted alpha is a mirrored variable.
+    # The self-adjusted alpha is a mirrored variable (in the same child: one
+    # TensorFlow start-up less).
     dataset = data.Dataset.open(data_dir)
     with strategy.scope():
         model = train.build_model(tiny_config("fit", alpha_step=0.05), dataset)
@@ -132,7 +132,7 @@ print(json.dumps(result))
 @pytest.fixture(scope="module")
 def mirrored_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("distributed")
-    data, stats = make_dataset(root, num_users=500, num_items=150, seed=5, max_len=10)
+    data, stats = make_dataset(root, num_users=300, num_items=150, seed=5, max_len=10)
     attributes = {
         str(i): [f"brand:{i % 7}", f"category:{i % 5}"]
         for i in range(1, stats["items"] + 1)
@@ -144,7 +144,7 @@ def mirrored_data(tmp_path_factory):
 
 def _mirrored(root, data, part):
     """One part of SCRIPT under MirroredStrategy over two logical CPUs, in a
-    child process (three parts, so that no one test waits for all)."""
+    child process (two parts, so that no one test waits for both)."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", PYTHONPATH=str(ROOT))
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, data, str(root / part), part],
@@ -196,7 +196,7 @@ def test_mirrored_pretraining_learns_and_resumes_where_it_would_have_ended(
             assert b[name] == pytest.approx(a[name], rel=1e-6), (a["epoch"], name)
 
 
-def test_self_adjusted_alpha_stays_equal_on_every_replica(mirrored_data):
-    first, second = _mirrored(*mirrored_data, "alpha")["alphas"]
+def test_self_adjusted_alpha_stays_equal_on_every_replica(distributed):
+    first, second = distributed["alphas"]
     assert first == second
     assert first != 2.5  # It moved.

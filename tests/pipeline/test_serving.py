@@ -27,6 +27,8 @@ from tests.conftest import train_and_export
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
+    # FilterMix here (SASRec in test_batch, test_ann...): the served answers
+    # of an encoder other than the first one equal its in-process scores.
     return train_and_export(
         tmp_path_factory.mktemp("serve"),
         num_users=300,
@@ -35,6 +37,7 @@ def exported(tmp_path_factory):
         max_len=8,
         hidden_size=16,
         heads=2,
+        encoder="filtermix",
     )
 
 
@@ -84,6 +87,28 @@ def test_export_layout_and_round_trip(exported):
     assert not set(got_ids) & set(history)  # Seen items never come back.
     embedding = model.signatures["user_embedding"](history=tf.constant([history]))
     assert embedding["embedding"].shape == (1, 16)
+
+
+def test_the_export_holds_core_tensorflow_ops_only(exported):
+    """Stock TF Serving loads it: every op of every function is one of core
+    TensorFlow's, none runs Python (PyFunc)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.framework import op_def_registry
+
+    _, _, path, _ = exported
+    assert export.read_settings(path)["model"] == "filtermix"
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    graph = saved.meta_graphs[0].graph_def
+    ops = {node.op for node in graph.node}
+    for function in graph.library.function:
+        ops |= {node.op for node in function.node_def}
+    assert not ops & {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
+    unknown = sorted(op for op in ops if op_def_registry.get(op) is None)
+    assert unknown == []
+    variables = tf.train.list_variables(os.path.join(path, "variables", "variables"))
+    assert any("filter_dropout" in name for name, _ in variables)  # FilterMix
 
 
 def test_unknown_or_empty_history_falls_back_to_popular_items(exported):

@@ -85,6 +85,11 @@ def test_what_cannot_be_warm_started_is_refused(grown, tmp_path):
     )
     with pytest.raises(ValueError, match="hidden_size 8 vs 16"):
         warm_start.initialize(model.build_model(wider, dataset).encoder, wider)
+    other = TrainConfig.of(
+        data=new, output="", warm_start=run, **{**MODEL, "encoder": "filtermix"}
+    )
+    with pytest.raises(ValueError, match="encoder sasrec vs filtermix"):
+        warm_start.initialize(model.build_model(other, dataset).encoder, other)
     # A dataset numbered afresh (no --previous) would mix up the items.
     fresh = str(tmp_path / "fresh")
     inmemory.run(

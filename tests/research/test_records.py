@@ -259,6 +259,16 @@ def test_the_log_q_correction_keys_only_sampled_softmax_runs():
     assert key(ssm, "F") != key(bce, "F")
 
 
+def test_an_encoder_is_keyed_by_the_settings_it_reads():
+    sasrec = TrainConfig.of(data="D", output="o")
+    mixed = sasrec.replace(encoder="filtermix")
+    key = keys.run_key
+    assert key(sasrec.replace(filter_alpha=0.2), "F") == key(sasrec, "F")
+    assert key(mixed.replace(filter_alpha=0.2), "F") != key(mixed, "F")
+    assert key(mixed.replace(filter_window=3), "F") != key(mixed, "F")
+    assert key(mixed, "F") != key(sasrec, "F")
+
+
 def test_a_cap_on_genni_candidates_keys_a_run_only_where_it_bites():
     config = TrainConfig.of(data="D", output="o")
     capped = config.replace(max_candidates=16384)

@@ -1,4 +1,4 @@
-"""SASRec: a causal self-attention encoder of item sequences.
+"""SASRec: a causal self-attention encoder of item sequences (`sasrec`).
 
 As in the S3-Rec code the GenNi paper builds on: item + learned positional
 embeddings, layer norm and dropout, then post-norm Transformer blocks (causal
@@ -99,26 +99,37 @@ class CausalSelfAttentionBlock(tf.keras.layers.Layer):
         x = tf.reshape(x, [batch, length, self.num_heads, head_size])
         return tf.transpose(x, [0, 2, 1, 3])  # (B, nh, T, hs)
 
-    def call(
-        self, x: tf.Tensor, attention_bias: tf.Tensor, training: bool = False
-    ) -> tf.Tensor:
-        """x: [B, T, d]; attention_bias: [B, 1, T, T] added to the scores."""
+    def attend(self, x: tf.Tensor, allowed: tf.Tensor, training: bool) -> tf.Tensor:
+        """Causal multi-head self-attention, residual and layer norm.
+
+        x: [B, T, d]; allowed: [B or 1, 1, T, T], 1 where a query position
+        (row) may read a key position (column).
+        """
         q = self._split_heads(self.query(x))  # (B, nh, T, hs)
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
         head_size = self.hidden_size // self.num_heads
         scores = tf.matmul(q, k, transpose_b=True) / head_size**0.5  # (B, nh, T, T)
-        probs = tf.nn.softmax(scores + attention_bias, axis=-1)
+        probs = tf.nn.softmax(scores + (1.0 - allowed) * MASK_VALUE, axis=-1)
         probs = self.probs_dropout(probs, training=training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # (B, T, nh, hs)
         context = tf.reshape(context, tf.shape(x))  # (B, T, d)
         attended = self.attention_dropout_layer(
             self.attention_output(context), training=training
         )
-        x = self.attention_norm(attended + x)
+        return self.attention_norm(attended + x)
+
+    def feed_forward(self, x: tf.Tensor, training: bool) -> tf.Tensor:
+        """The GELU feed-forward of width 4d, residual and layer norm."""
         hidden = tf.nn.gelu(self.intermediate(x), approximate=False)
         hidden = self.ffn_dropout(self.ffn_output(hidden), training=training)
         return self.ffn_norm(hidden + x)
+
+    def call(
+        self, x: tf.Tensor, allowed: tf.Tensor, training: bool = False
+    ) -> tf.Tensor:
+        """x: [B, T, d]; allowed: [B or 1, 1, T, T] (`attend`) -> [B, T, d]."""
+        return self.feed_forward(self.attend(x, allowed, training), training)
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -207,16 +218,21 @@ class SASRecEncoder(tf.keras.layers.Layer):
         )
         self.input_dropout = _dropout(dropout, _sub_seed(seed, 0), "input_dropout")
         self.blocks = [
-            CausalSelfAttentionBlock(
-                hidden_size,
-                num_heads,
-                dropout,
-                attention_dropout,
-                seed=_sub_seed(seed, 10 * (i + 1)),
-                name=f"block_{i}",
-            )
+            self.make_block(_sub_seed(seed, 10 * (i + 1)), f"block_{i}")
             for i in range(num_layers)
         ]
+
+    def make_block(self, seed: int | None, name: str) -> tf.keras.layers.Layer:
+        """Block `name` of the stack: how a member of the family that shares
+        SASRec's embeddings and masks changes its blocks."""
+        return CausalSelfAttentionBlock(
+            self.hidden_size,
+            self.num_heads,
+            self.dropout,
+            self.attention_dropout,
+            seed=seed,
+            name=name,
+        )
 
     def build(self, input_shape) -> None:
         self.item_embedding.build(None)
@@ -291,9 +307,8 @@ class SASRecEncoder(tf.keras.layers.Layer):
             allowed = allowed[:, None]
         x = item_vectors + position_vectors
         x = self.input_dropout(self.input_norm(x), training=training)  # (B, T, d)
-        bias = (1.0 - allowed) * MASK_VALUE  # (B, 1, T, T)
         for block in self.blocks:
-            x = block(x, bias, training=training)
+            x = block(x, allowed, training=training)
         return x
 
     def get_config(self) -> dict:
