@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from genni.components import schema
 from genni.components.samplers import GenNiSampler, PopularitySampler, UniformSampler
-from genni.models.encoders.sasrec import SASRecEncoder
+from genni.models.config import EncoderConfig, build_encoder
 from genni.models.retrieval import SequentialRetrievalModel
 
 V, T = 25, 5
@@ -20,26 +20,41 @@ def _features():
     }
 
 
-def _model(sampler, **kwargs):
-    encoder = SASRecEncoder(V, T, hidden_size=8, num_layers=1, num_heads=2, seed=0)
+def _model(sampler, encoder="sasrec", **kwargs):
+    encoder = build_encoder(
+        EncoderConfig(V, encoder, T, hidden_size=8, num_layers=1, num_heads=2, seed=0)
+    )
     model = SequentialRetrievalModel(encoder, sampler, **kwargs)
     model.compile(optimizer=tf.keras.optimizers.Adam(0.01))
     return model
 
 
 @pytest.mark.parametrize(
-    "sampler, kwargs",
+    "encoder, sampler, kwargs",
     [
-        (UniformSampler(V, 2, seed=0), {}),
-        (UniformSampler(V, 2, seed=0, exclude_seen=True), {"loss": "bpr"}),
-        (PopularitySampler(V, [1.0] * (V + 1), 1.0, 2, seed=0, exclude_seen=True), {}),
-        (GenNiSampler(V, 2, seed=0, exclude_seen=True), {}),
-        (GenNiSampler(V, 2, alpha=2.0, seed=0), {"alpha_step": 0.1}),
-        (None, {"loss": "softmax"}),
+        ("sasrec", UniformSampler(V, 2, seed=0), {}),
+        ("sasrec", UniformSampler(V, 2, seed=0, exclude_seen=True), {"loss": "bpr"}),
+        (
+            "sasrec",
+            PopularitySampler(V, [1.0] * (V + 1), 1.0, 2, seed=0, exclude_seen=True),
+            {},
+        ),
+        ("sasrec", GenNiSampler(V, 2, seed=0, exclude_seen=True), {}),
+        ("sasrec", GenNiSampler(V, 2, alpha=2.0, seed=0), {"alpha_step": 0.1}),
+        ("sasrec", None, {"loss": "softmax"}),
+        # FilterMix under GenNi's negatives with the corrected sampled softmax
+        # (the recommended preset), the paper's BCE, and the full softmax.
+        (
+            "filtermix",
+            GenNiSampler(V, 4, alpha=1.0, seed=0),
+            {"loss": "sampled_softmax"},
+        ),
+        ("filtermix", GenNiSampler(V, 1, alpha=2.5, seed=0), {}),
+        ("filtermix", None, {"loss": "softmax"}),
     ],
 )
-def test_training_lowers_the_loss(sampler, kwargs):
-    model = _model(sampler, **kwargs)
+def test_training_lowers_the_loss(encoder, sampler, kwargs):
+    model = _model(sampler, encoder, **kwargs)
     features = _features()
     first = float(model.compute_loss(features))
     step = tf.function(model.train_step)  # As `fit` runs it.
