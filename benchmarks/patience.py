@@ -10,9 +10,15 @@ so a run that took long to reach its best waits as long again. The cost is
 the validation NDCG@10 lost against the full curve's best (the test metric of
 an epoch that was not the best is not recorded, so validation stands in for
 it), the gain the epochs not run. Grouped by preset (the recommended one:
-sampled softmax with 64 GenNi negatives; the paper's: BCE with one) and data.
+sampled softmax with 64 GenNi negatives; the paper's: BCE with one), encoder
+and data.
 
-    python benchmarks/patience.py [--runs DIR ...] [--rules 10 20 40 10/0.5]
+A rule "P/G+S" also never stops before S optimizer steps (`--min-steps`); an
+epoch is ceil(users / batch size) steps, packed or not, so the floor binds
+only on small logs. On logs of under 2,000 users each run is listed with the
+share of its full curve's best that each rule keeps.
+
+    python benchmarks/patience.py [--runs DIR ...] [--rules 10 20 40 10/0.5 10/0.5+1000]
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import statistics
 
@@ -45,23 +52,47 @@ def preset_of(config: dict) -> str | None:
     return None
 
 
-def parse_rule(rule: str) -> tuple[int, float]:
-    """ "P" or "P/G": (patience, growth)."""
+# Logs this small are listed run by run (the issue-53 check: no run keeps
+# less than 90% of its full curve's best).
+SMALL_USERS = 2000
+
+
+def parse_rule(rule: str) -> tuple[int, float, int]:
+    """ "P", "P/G" or either "+S": (patience, growth, min steps)."""
+    rule, _, floor = rule.partition("+")
     patience, _, growth = rule.partition("/")
-    return int(patience), float(growth or 0)
+    return int(patience), float(growth or 0), int(floor or 0)
 
 
-def stop(curve: list[float], patience: int, growth: float = 0.0) -> tuple[int, int]:
+def stop(
+    curve: list[float],
+    patience: int,
+    growth: float = 0.0,
+    min_steps: int = 0,
+    steps_per_epoch: int = 1,
+) -> tuple[int, int]:
     """(epochs run, best epoch) of early stopping on `curve`: after
-    max(patience, growth x best epoch) epochs without a better value (1-based
-    epochs; the first of equal bests wins), as `genni train` stops."""
+    max(patience, growth x best epoch) epochs without a better value, never
+    before `min_steps` steps (1-based epochs; the first of equal bests wins),
+    as `genni train` stops."""
     best, best_epoch = None, 0
     for epoch, value in enumerate(curve, 1):
         if best is None or value > best:
             best, best_epoch = value, epoch
-        elif epoch - best_epoch >= patience_limit(patience, growth, best_epoch):
+        elif (
+            epoch - best_epoch >= patience_limit(patience, growth, best_epoch)
+            and epoch * steps_per_epoch >= min_steps
+        ):
             return epoch, best_epoch
     return len(curve), best_epoch
+
+
+def steps_per_epoch(users: int | None, config: dict) -> int:
+    return math.ceil((users or 1) / config.get("batch_size", 256))
+
+
+def data_name(users: int | None) -> str:
+    return DATASETS.get(users, f"{users} users")
 
 
 def recorded_curves(path) -> list[dict]:
@@ -73,7 +104,7 @@ def recorded_curves(path) -> list[dict]:
             config = run.get("config", {})
             preset = preset_of(config)
             users = json.loads(run["dataset"]).get("users")
-            if not curve or preset is None or users not in DATASETS:
+            if not curve or preset is None or not users:
                 continue
             if config.get("patience", 0) < RECORDED_PATIENCE:
                 continue  # Too short a curve to replay patience 40 on.
@@ -82,10 +113,20 @@ def recorded_curves(path) -> list[dict]:
             ended = stop(curve, config["patience"])[0] == len(curve)
             if not ended and len(curve) < config.get("epochs", 200):
                 continue  # Cut short by hand: not a complete curve.
-            runs.append(
-                dict(name=run["name"], preset=preset, data=DATASETS[users], curve=curve)
-            )
+            runs.append(_run(run["name"], preset, users, config, curve))
     return runs
+
+
+def _run(name: str, preset: str, users: int | None, config: dict, curve) -> dict:
+    return dict(
+        name=name,
+        preset=preset,
+        encoder=config.get("encoder", "sasrec"),
+        data=data_name(users),
+        users=users,
+        steps_per_epoch=steps_per_epoch(users, config),
+        curve=curve,
+    )
 
 
 def directory_curves(patterns: list[str]) -> list[dict]:
@@ -103,8 +144,7 @@ def directory_curves(patterns: list[str]) -> list[dict]:
             preset = preset_of(config)
             if preset is None or len(curve) < len(state["history"]):
                 continue
-            data = DATASETS.get(users, f"{users} users")
-            runs.append(dict(name=run, preset=preset, data=data, curve=curve))
+            runs.append(_run(run, preset, users, config, curve))
     return runs
 
 
@@ -124,54 +164,64 @@ def replay(runs: list[dict], rules: list[str]) -> list[dict]:
         curve = run["curve"]
         full_best = max(curve)
         for p in rules:
-            ran, best_epoch = stop(curve, *parse_rule(p))
+            ran, best_epoch = stop(
+                curve, *parse_rule(p), steps_per_epoch=run["steps_per_epoch"]
+            )
             rows.append(
                 dict(
                     name=run["name"],
                     preset=run["preset"],
+                    encoder=run["encoder"],
                     data=run["data"],
+                    users=run["users"],
                     patience=p,
                     epochs_run=ran,
                     best_epoch=best_epoch,
+                    full_best_epoch=curve.index(full_best) + 1,
                     valid_lost=full_best - curve[best_epoch - 1],
+                    kept=curve[best_epoch - 1] / full_best if full_best > 0 else 1.0,
                 )
             )
     return rows
 
 
 def summary(rows: list[dict], patiences: list[str]) -> list[dict]:
-    groups = sorted({(r["preset"], r["data"]) for r in rows})
+    groups = sorted({(r["preset"], r["encoder"], r["data"]) for r in rows})
     out = []
-    for preset, data in groups:
+    for preset, encoder, data in groups:
         for p in patiences:
+            group = (preset, encoder, data)
             these = [
                 r
                 for r in rows
-                if (r["preset"], r["data"], r["patience"]) == (preset, data, p)
+                if (r["preset"], r["encoder"], r["data"]) == group
+                and r["patience"] == p
             ]
             base = [
                 r
                 for r in rows
-                if (r["preset"], r["data"], r["patience"])
-                == (preset, data, str(RECORDED_PATIENCE))
+                if (r["preset"], r["encoder"], r["data"]) == group
+                and r["patience"] == str(RECORDED_PATIENCE)
             ]
             run_epochs = sum(r["epochs_run"] for r in these)
             out.append(
                 dict(
                     preset=preset,
+                    encoder=encoder,
                     data=data,
                     patience=p,
                     runs=len(these),
                     mean_lost=statistics.mean(r["valid_lost"] for r in these),
                     max_lost=max(r["valid_lost"] for r in these),
                     stopped_before_best=sum(r["valid_lost"] > 0 for r in these),
+                    least_kept=min(r["kept"] for r in these),
                     epochs_share=run_epochs / sum(r["epochs_run"] for r in base),
                 )
             )
     return out
 
 
-def markdown(table: list[dict], command: str) -> str:
+def markdown(table: list[dict], command: str, rows: list[dict] = ()) -> str:
     lines = [
         "# Early-stopping patience, replayed on recorded validation curves",
         "",
@@ -181,16 +231,41 @@ def markdown(table: list[dict], command: str) -> str:
         "reached their last epoch (200) never stopped: their curve may have "
         "climbed further.",
         "",
-        "| preset | data | P | runs | mean lost | most lost | runs that lost "
-        "| epochs run |",
-        "|---|---|---|---|---|---|---|---|",
+        "| preset | encoder | data | P | runs | mean lost | most lost | runs that "
+        "lost | least kept | epochs run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         lines.append(
-            f"| {r['preset']} | {r['data']} | {r['patience']} | {r['runs']} | "
-            f"{r['mean_lost']:.3f} | {r['max_lost']:.3f} | "
-            f"{r['stopped_before_best']} | {100 * r['epochs_share']:.0f}% |"
+            f"| {r['preset']} | {r['encoder']} | {r['data']} | {r['patience']} | "
+            f"{r['runs']} | {r['mean_lost']:.3f} | {r['max_lost']:.3f} | "
+            f"{r['stopped_before_best']} | {100 * r['least_kept']:.0f}% | "
+            f"{100 * r['epochs_share']:.0f}% |"
         )
+    small = [r for r in rows if r["users"] and r["users"] < SMALL_USERS]
+    if small:
+        rules = list(dict.fromkeys(r["patience"] for r in small))
+        lines += [
+            "",
+            f"Logs of under {SMALL_USERS:,} users, run by run: the epoch each rule "
+            "stops at and the share of the full curve's best validation NDCG@10 "
+            "it keeps.",
+            "",
+            "| run | data | full best (epoch) | "
+            + " | ".join(f"{p}: stop, kept" for p in rules)
+            + " |",
+            "|---|---|---|" + "---|" * len(rules),
+        ]
+        for name in dict.fromkeys(r["name"] for r in small):
+            mine = {r["patience"]: r for r in small if r["name"] == name}
+            first = next(iter(mine.values()))
+            cells = [
+                f"{mine[p]['epochs_run']}, {100 * mine[p]['kept']:.0f}%" for p in rules
+            ]
+            lines.append(
+                f"| {os.path.basename(name)} | {first['data']} | "
+                f"{first['full_best_epoch']} | " + " | ".join(cells) + " |"
+            )
     lines += ["", f"Command: `{command}`", ""]
     return "\n".join(lines)
 
@@ -208,8 +283,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--rules",
         nargs="+",
-        default=["10", "20", "30", "40", "10/0.5", "15/0.5", "20/0.5", "10/0.33"],
-        help='Patience P, or "P/G" for max(P, G x best epoch); 40 must be one.',
+        default=["10", "20", "40", "10/0.5", "20/0.5", "10/0.5+1000"],
+        help='Patience P, or "P/G" for max(P, G x best epoch), either with "+S" '
+        "for a floor of S optimizer steps; 40 must be one.",
     )
     parser.add_argument("--name", default="patience")
     args = parser.parse_args(argv)
@@ -221,12 +297,9 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/patience.py " + " ".join(
         ["--runs", *args.runs] if args.runs else []
     )
-    write_results(
-        args.name,
-        {"summary": table, "runs": rows},
-        markdown(table, command.strip()),
-    )
-    print(markdown(table, command.strip()))
+    text = markdown(table, command.strip(), rows)
+    write_results(args.name, {"summary": table, "runs": rows}, text)
+    print(text)
 
 
 if __name__ == "__main__":

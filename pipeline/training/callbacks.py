@@ -145,7 +145,8 @@ class Validation(tf.keras.callbacks.Callback):
     """Every `every` epochs (and at the last): the valid metrics, the best
     weights at the best NDCG@10 (written to `best_path`), early stopping
     after `patience_limit` epochs without a better one: `patience`, or
-    `patience_growth` x the best epoch when that is more. A non-finite metric stops
+    `patience_growth` x the best epoch when that is more, and never before
+    `min_steps` optimizer steps (None: no floor). A non-finite metric stops
     the run (`NonFiniteError`): a non-finite epoch is never the best.
 
     `evaluate(model)` gives the metrics (an `evaluate.Evaluator`).
@@ -161,9 +162,11 @@ class Validation(tf.keras.callbacks.Callback):
         epochs: int,
         verbose: int = 1,
         patience_growth: float = 0.0,
+        min_steps: int | None = None,
     ):
         super().__init__()
         self.progress = progress
+        self.min_steps = min_steps
         self.evaluate = evaluate
         self.best_path = best_path
         self.every = every
@@ -197,7 +200,11 @@ class Validation(tf.keras.callbacks.Callback):
             self._best.write(self.best_path)
         else:
             state["epochs_without_improvement"] += self.every
-            if state["epochs_without_improvement"] >= self.patience_limit:
+            floor = self.min_steps is not None and self.min_steps > int(
+                # A mirrored variable under tf.distribute: read its value.
+                tf.keras.backend.get_value(self.model.optimizer.iterations)
+            )
+            if state["epochs_without_improvement"] >= self.patience_limit and not floor:
                 state["stopped_early"] = True
                 self.model.stop_training = True
         if self.verbose:

@@ -39,6 +39,14 @@ from genni.models.config import PAPER_ENCODER, EncoderConfig, ModelConfig
 # gives at 10^6 items: docs/scale.md.
 DEFAULT_MAX_CANDIDATES = 1 << 14
 DEFAULT_DRAW_BUDGET = 1 << 27
+# The recommended preset's floor of optimizer steps before early stopping may
+# end a run: 1,000 steps are 12 epochs of Beauty (22,363 users in batches of
+# 256; its runs peak after 20 or more), 250 of MovieLens 100K's 943 users
+# (runs peak between epochs 60 and 190) and more than 200 of a 150-user log.
+# Without it, `max(10, best / 2)` stopped a 40-user run at epoch 11 with
+# nothing learned and a 150-user one at 42% of its curve's best
+# (benchmarks/results/patience.md, docs/training.md#early-stopping).
+DEFAULT_MIN_STEPS = 1000
 
 
 # The registered samplers (`genni.components.samplers.registry`).
@@ -110,6 +118,16 @@ class TrainConfig(Settings):
         "so that a run that took long to get where it is waits as long again "
         "(0: a fixed patience; docs/training.md#early-stopping).",
         check=NON_NEGATIVE,
+    )
+    min_steps: int | None = setting(
+        None,
+        "Never stop early before S optimizer steps: a floor that binds only "
+        "where an epoch is a few steps (a log of a few thousand users), whose "
+        "validation curve can sit on a plateau for tens of epochs before it "
+        "rises (docs/training.md#early-stopping).",
+        check=at_least(1),
+        metavar="S",
+        off=0,
     )
     eval_every: int = setting(1, "Validate every E epochs.", check=at_least(1))
     validation: bool = setting(
@@ -187,7 +205,7 @@ class TrainConfig(Settings):
 
 # When a run stops (`patience_limit`): a preset sets them, a search or a
 # grid overrides them with its own budget.
-STOPPING_SETTINGS = ("patience", "patience_growth")
+STOPPING_SETTINGS = ("patience", "patience_growth", "min_steps")
 
 # Named settings for `genni train --preset NAME` and the `preset:` of `genni
 # pipeline`'s train section, over TrainConfig's defaults (a --config file and
@@ -213,6 +231,7 @@ PRESETS: dict[str, dict] = {
         draw_budget=DEFAULT_DRAW_BUDGET,
         patience=10,
         patience_growth=0.5,
+        min_steps=DEFAULT_MIN_STEPS,
     ),
     # The paper's SASRec_GenNi: SASRec, BCE with one GenNi negative, alpha 2.5.
     "paper": dict(loss="bce", num_negatives=1, alpha=2.5, encoder=PAPER_ENCODER),

@@ -393,6 +393,7 @@ def _train(
                 config.epochs,
                 verbose,
                 config.patience_growth,
+                config.min_steps,
             )
             if valid is not None
             else cb.LastEpoch(progress, best_path),

@@ -2,6 +2,7 @@
 and non-finite losses that stop a run at its last good checkpoint."""
 
 import os
+import types
 
 import numpy as np
 import pytest
@@ -240,14 +241,20 @@ def test_non_finite_weights_with_a_finite_loss_never_become_the_best_epoch(
 
 
 @pytest.mark.parametrize(
-    "patience, growth, stopped_at",
+    "patience, growth, min_steps, stopped_at",
     [
-        (2, 0.0, 7),  # Best at 5: 2 epochs without a better one.
-        (2, 0.5, 8),  # Best at 5 waits max(2, 2.5) = 2.5 epochs: 3.
-        (2, 1.2, 10),  # It waits 6 epochs: to the end (10), not stopped.
+        (2, 0.0, None, 7),  # Best at 5: 2 epochs without a better one.
+        (2, 0.5, None, 8),  # Best at 5 waits max(2, 2.5) = 2.5 epochs: 3.
+        (2, 1.2, None, 10),  # It waits 6 epochs: to the end (10), not stopped.
+        # 3 steps an epoch: 7 epochs are 21 steps, under a floor of 25; the
+        # first epoch at or over it (9: 27 steps) stops.
+        (2, 0.0, 25, 9),
+        (2, 0.0, 21, 7),  # A floor already passed changes nothing.
     ],
 )
-def test_patience_grows_with_the_best_epoch(tmp_path, patience, growth, stopped_at):
+def test_patience_grows_with_the_best_epoch(
+    tmp_path, patience, growth, min_steps, stopped_at
+):
     curve = [1.0, 2.0, 3.0, 4.0, 5.0, 4.0, 4.5, 4.9, 3.0, 4.0]
     progress = cb.Progress(train._initial_state())
     scores = iter(curve)
@@ -260,12 +267,15 @@ def test_patience_grows_with_the_best_epoch(tmp_path, patience, growth, stopped_
         epochs=len(curve),
         verbose=0,
         patience_growth=growth,
+        min_steps=min_steps,
     )
     model = tf.Module()  # What the best weights are written from.
     model.stop_training = False
+    model.optimizer = types.SimpleNamespace(iterations=0)
     validation.set_model(model)
     epoch = 0
     while epoch < len(curve) and not model.stop_training:
+        model.optimizer.iterations = 3 * (epoch + 1)
         validation.on_epoch_end(epoch)
         epoch += 1
     assert progress.state["best_epoch"] == 5

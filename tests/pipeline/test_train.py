@@ -322,7 +322,9 @@ def test_a_preset_is_overridden_by_the_config_file_and_then_by_flags(tmp_path):
     )
     # Early stopping fits each preset's curve (benchmarks/patience.py).
     assert (recommended.patience, recommended.patience_growth) == (10, 0.5)
-    assert (paper.patience, paper.patience_growth) == (40, 0.0)
+    assert recommended.min_steps == 1000  # A floor that binds on small logs only.
+    assert (paper.patience, paper.patience_growth, paper.min_steps) == (40, 0.0, None)
+    assert settings("--min-steps", "0").min_steps is None
     assert settings("--patience", "7").patience == 7
     assert settings("--patience-growth", "0").patience_growth == 0.0
     assert paper == TrainConfig.of(data="D", output="O")  # The paper's = the library's.
