@@ -25,12 +25,36 @@ def pipeline_options(args: list[str] | None):
     return options
 
 
+def _lost_job_service(error: BaseException) -> str | None:
+    """ "DEADLINE_EXCEEDED: ..." when `error` is a gRPC call to a portable
+    runner's job service that ended without an answer (its state stream
+    dropped under load, or the service gone), else None."""
+    code = getattr(error, "code", None)
+    if not callable(code) or not type(error).__module__.startswith("grpc"):
+        return None
+    try:
+        name = code().name
+        details = error.details() if callable(getattr(error, "details", None)) else ""
+    except Exception:  # Not a finished call after all.
+        return None
+    return f"{name}: {details}" if details else name
+
+
 def job_failure(error: BaseException, output: str) -> RuntimeError | None:
     """A short error for a Beam job its runner reports failed (a portable
     runner's `Pipeline job-... failed in state FAILED: ...`, with the
-    workers' tracebacks), or None for any other error: the job and the
-    last line of its cause, and that nothing was written to `output`."""
+    workers' tracebacks, or a job service that stopped answering), or None
+    for any other error: the job and the last line of its cause, and that
+    nothing was written to `output`."""
     text = str(error)
+    lost = _lost_job_service(error)
+    if lost is not None:  # The runner stopped answering: not one clear line.
+        return RuntimeError(
+            f"The Beam job service stopped answering ({lost}): the job did not "
+            f"finish. Nothing was written to {output}. A worker may have died or "
+            "the machine is overloaded: run the command again; the runner's and "
+            "workers' logs have the rest."
+        )
     if not isinstance(error, RuntimeError) or "failed in state" not in text:
         return None
     lines = [line.strip() for line in text.splitlines() if line.strip()]

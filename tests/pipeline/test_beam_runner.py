@@ -45,3 +45,26 @@ def test_preprocess_never_tries_prism(tmp_path):
     said = (done.stdout + done.stderr).lower()
     assert "statecache" in said  # -v shows Beam's own log lines ...
     assert "prism" not in said  # ... and none of them is Prism's.
+
+
+def test_a_job_service_that_stops_answering_is_one_clear_failure():
+    """Under load a portable runner's job service can drop the job's state
+    stream (gRPC DEADLINE_EXCEEDED): the command says so in one line, and
+    that nothing was written, instead of a gRPC traceback."""
+    import grpc
+
+    class Dropped(grpc.RpcError):  # As grpc's _MultiThreadedRendezvous answers.
+        __module__ = "grpc._channel"
+
+        def code(self):
+            return grpc.StatusCode.DEADLINE_EXCEEDED
+
+        def details(self):
+            return "Stream removed"
+
+    failed = beam_options.job_failure(Dropped(), "out/data")
+    assert "job service stopped answering (DEADLINE_EXCEEDED: Stream removed)" in (
+        str(failed)
+    )
+    assert "Nothing was written to out/data" in str(failed)
+    assert beam_options.job_failure(ValueError("bad"), "out") is None

@@ -229,6 +229,9 @@ def test_a_worker_killed_mid_job_fails_clearly_or_finishes(tmp_path):
         assert cli.main([*args, "--min-count", "2"]) == 0
         assert same_dataset(str(direct), str(out)) == []
     else:
-        assert "failed in state FAILED" in said and "Nothing was written" in said
+        # The runner reports the job failed, or (under load) its job service
+        # stops answering: either way one line says so.
+        reported = "failed in state FAILED" in said or "stopped answering" in said
+        assert reported and "Nothing was written" in said, said[-2000:]
         assert "Traceback" not in said  # One clear message, not the workers'.
         assert not out.exists()
