@@ -13,7 +13,7 @@ SHARED := ../shared/data
 
 export TF_USE_LEGACY_KERAS := 1
 
-.PHONY: install demo test lint format bench-preprocess bench-samplers bench-allocator bench-pretrain check-toys \
+.PHONY: install demo test lint format bench-preprocess bench-samplers bench-allocator bench-pretrain bench-encoders check-toys \
 	reproduce-beauty reproduce-toys report clean
 
 install: $(STAMP)
@@ -71,6 +71,9 @@ bench-allocator: install
 
 bench-pretrain: install
 	$(PY) benchmarks/pretrain_speed.py
+
+bench-encoders: install
+	$(PY) benchmarks/encoder_speed.py
 
 RUNS := runs
 SEEDS := 0
