@@ -106,6 +106,23 @@ def time_side_by_side(
     return args, times, {name: statistics.median(t) for name, t in times.items()}
 
 
+def layout_ratio_rows(
+    median: dict[str, float], names, base: str
+) -> tuple[list[str], dict[str, float]]:
+    """Table rows "| name | layout | ms / step | x base |" of a side-by-side
+    timing keyed "name, layout" (packed and unpacked), and the ratios."""
+    lines, ratios = [], {}
+    for layout in ("packed", "unpacked"):
+        reference = median[f"{base}, {layout}"]
+        for name in names:
+            t = median[f"{name}, {layout}"]
+            ratios[f"{name}, {layout}"] = t / reference
+            lines.append(
+                f"| {name} | {layout} | {1000 * t:.0f} | {t / reference:.2f} |"
+            )
+    return lines, ratios
+
+
 def publish(name: str, lines: list[str], results: dict) -> None:
     """Print a benchmark's Markdown, ending with the command that ran it, and
     write it with `results` (plus the machine) as results/<name>.json / .md."""

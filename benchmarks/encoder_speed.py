@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from _common import publish, time_side_by_side
+from _common import layout_ratio_rows, publish, time_side_by_side
 
 from genni.models.config import FIRST_ENCODER
 from genni.models.encoders import registry
@@ -44,13 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         f"| encoder | layout | ms / step | x {FIRST_ENCODER} (same layout) |",
         "|---|---|---|---|",
     ]
-    ratios = {}
-    for layout in ("packed", "unpacked"):
-        base = median[f"{FIRST_ENCODER}, {layout}"]
-        for name in registry.names():
-            t = median[f"{name}, {layout}"]
-            ratios[f"{name}, {layout}"] = t / base
-            lines.append(f"| {name} | {layout} | {1000 * t:.0f} | {t / base:.2f} |")
+    rows, ratios = layout_ratio_rows(median, registry.names(), FIRST_ENCODER)
+    lines += rows
     worst = max(ratios.values())
     lines += [
         "",

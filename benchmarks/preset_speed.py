@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from _common import publish, time_side_by_side
+from _common import layout_ratio_rows, publish, time_side_by_side
 
 from genni.pipeline.training.config import preset
 
@@ -42,13 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         "| preset | layout | ms / step | x paper (same layout) |",
         "|---|---|---|---|",
     ]
-    ratios = {}
-    for layout in ("packed", "unpacked"):
-        base = median[f"paper, {layout}"]
-        for name in PRESETS:
-            t = median[f"{name}, {layout}"]
-            ratios[f"{name}, {layout}"] = t / base
-            lines.append(f"| {name} | {layout} | {1000 * t:.0f} | {t / base:.2f} |")
+    rows, ratios = layout_ratio_rows(median, PRESETS, "paper")
+    lines += rows
     worst = max(ratios[f"recommended, {lay}"] for lay in ("packed", "unpacked"))
     lines += [
         "",
