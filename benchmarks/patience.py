@@ -29,6 +29,7 @@ import json
 import math
 import os
 import statistics
+import sys
 
 from _common import RESULTS, write_results
 
@@ -295,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = replay(runs, args.rules)
     table = summary(rows, args.rules)
     command = "python benchmarks/patience.py " + " ".join(
-        ["--runs", *args.runs] if args.runs else []
+        repr(a) if "*" in a else a for a in (sys.argv[1:] if argv is None else argv)
     )
     text = markdown(table, command.strip(), rows)
     write_results(args.name, {"summary": table, "runs": rows}, text)
