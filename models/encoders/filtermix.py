@@ -179,8 +179,8 @@ class FilterMixEncoder(SASRecEncoder):
         filter_window: int = 10,
         **kwargs,
     ):
-        _check_mix(filter_alpha, filter_window)
-        # Read by `make_block`, which SASRecEncoder's constructor calls.
+        # Read by `make_block`, which SASRecEncoder's constructor calls (each
+        # block checks them).
         self.filter_alpha = filter_alpha
         self.filter_window = filter_window
         super().__init__(num_items, *args, **kwargs)

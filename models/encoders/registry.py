@@ -61,6 +61,11 @@ def get(name: str) -> EncoderKind:
         ) from None
 
 
+def pretrainable() -> tuple[str, ...]:
+    """Names of the encoders S3-Rec pre-training can train."""
+    return tuple(n for n, kind in _REGISTRY.items() if kind.pretrainable)
+
+
 def unread_settings(name: str) -> tuple[str, ...]:
     """The encoder settings that encoder `name` does not read."""
     own = set(get(name).own_settings)

@@ -163,18 +163,14 @@ def epoch_features(
     }
 
 
-def pretrainable() -> tuple[str, ...]:
-    """The encoders S3-Rec pre-training can train."""
-    return tuple(n for n in encoders.names() if encoders.get(n).pretrainable)
-
-
 def build_pretrainer(
     config: PretrainConfig, info: schema.DatasetInfo, attributes: np.ndarray
 ) -> s3rec.S3RecPretrainer:
     if not encoders.get(config.model.encoder).pretrainable:
         raise ValueError(
             f"The {config.model.encoder!r} encoder has no S3-Rec pre-training: "
-            f"train it from scratch (choose one of {pretrainable()} to pre-train)."
+            f"train it from scratch (choose one of {encoders.pretrainable()} to "
+            "pre-train)."
         )
     encoder = build_encoder(config.encoder(info))
     sampler = build_sampler(
