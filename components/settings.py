@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import inspect
 import re
 import typing
 from collections.abc import Callable, Iterator
@@ -442,3 +443,30 @@ def read_file(path: str, flag: str) -> dict:
     if not isinstance(loaded, dict):
         raise ValueError(f"{flag} {path!r} must hold a mapping (name: value).")
     return loaded
+
+
+def constructor_settings(layer: type, config: Any, up_to: str) -> dict:
+    """The fields of dataclass `config` that `layer`'s constructor takes by
+    name, its bases' constructors up to the class named `up_to` included.
+
+    A registry builds a layer from its settings this way (`build_sampler`,
+    `build_encoder`): a new setting reaches the layers that name it and no
+    other. Keras' own `name` is never a setting.
+    """
+    accepted: set[str] = set()
+    for klass in layer.__mro__:
+        if "__init__" in vars(klass):
+            params = inspect.signature(klass.__init__).parameters.values()
+            accepted |= {
+                p.name
+                for p in params
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            }
+        if klass.__name__ == up_to:
+            break
+    accepted.discard("name")
+    return {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if f.name in accepted
+    }

@@ -339,21 +339,30 @@ def test_the_ranking_rule_is_written_once():
     ], deciding
 
 
-def test_no_concrete_sampler_is_named_outside_the_samplers_package():
-    """The models and the jobs ask a sampler through its protocol
-    (`components/samplers/base.py`); which sampler it is, only the samplers'
-    own package knows."""
-    classes = {"GenNiSampler", "UniformSampler", "PopularitySampler"}
+def named_outside(package: str, names: set[str], strings: bool = False) -> list[str]:
+    """`module:line` of each place outside `package` that names one of
+    `names`: a name, an attribute, an import (and a string, if `strings`)."""
     named = []
     for module, path in sources().items():
-        if module.startswith("genni.components.samplers"):
+        if module.startswith(package):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             name = getattr(node, "id", None) or getattr(node, "attr", None)
             if isinstance(node, ast.alias):
                 name = node.name.split(".")[-1]
-            if name in classes:
+            if strings and isinstance(node, ast.Constant):
+                name = node.value if isinstance(node.value, str) else None
+            if name in names:
                 named.append(f"{module}:{node.lineno}")
+    return named
+
+
+def test_no_concrete_sampler_is_named_outside_the_samplers_package():
+    """The models and the jobs ask a sampler through its protocol
+    (`components/samplers/base.py`); which sampler it is, only the samplers'
+    own package knows."""
+    classes = {"GenNiSampler", "UniformSampler", "PopularitySampler"}
+    named = named_outside("genni.components.samplers", classes)
     assert not named, f"concrete samplers named outside their package: {named}"
 
 
@@ -365,17 +374,6 @@ def test_no_concrete_encoder_is_named_outside_the_models():
     from genni.models.encoders import registry
 
     classes = {"SASRecEncoder", "FilterMixEncoder", "CausalSelfAttentionBlock"}
-    classes |= {"FilterMixBlock"}
-    named = []
-    for module, path in sources().items():
-        if module.startswith("genni.models"):
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            name = getattr(node, "id", None) or getattr(node, "attr", None)
-            if isinstance(node, ast.alias):
-                name = node.name.split(".")[-1]
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                name = node.value
-            if name in classes or name in registry.names():
-                named.append(f"{module}:{node.lineno}")
+    classes |= {"FilterMixBlock", *registry.names()}
+    named = named_outside("genni.models", classes, strings=True)
     assert not named, f"concrete encoders named outside genni.models: {named}"

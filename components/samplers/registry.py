@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import inspect
 from typing import TYPE_CHECKING
+
+from genni.components.settings import constructor_settings
 
 if TYPE_CHECKING:
     from genni.components.samplers.config import SamplerConfig
@@ -73,12 +74,7 @@ def build_sampler(config: SamplerConfig, num_items: int, seed: int | None = None
     its own random stream `seed` (`sampler_seed`): the layer gets each
     setting its constructor names. Call its `setup(data)` before it draws."""
     cls = layer_class(config.name)
-    accepted = _constructor_names(cls)
-    settings = {
-        f.name: getattr(config, f.name)
-        for f in dataclasses.fields(config)
-        if f.name in accepted
-    }
+    settings = constructor_settings(cls, config, up_to="NegativeSampler")
     return cls(num_items, seed=seed, **settings)
 
 
@@ -86,22 +82,6 @@ def layer_class(name: str) -> type:
     """The layer class registered as `name` (imports TensorFlow)."""
     module, _, cls = get(name).layer.partition(":")
     return getattr(importlib.import_module(module), cls)
-
-
-def _constructor_names(cls: type) -> set[str]:
-    """The keyword names a sampler layer's constructor takes, its base
-    sampler's included (not Keras' own: a setting's `name` is not the
-    layer's)."""
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        if "__init__" not in vars(klass):
-            continue
-        params = inspect.signature(klass.__init__).parameters.values()
-        names |= {p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD}
-        names |= {p.name for p in params if p.kind is p.KEYWORD_ONLY}
-        if klass.__name__ == "NegativeSampler":
-            break
-    return names - {"self", "num_items", "seed", "name"}
 
 
 def sampler_seed(run_seed: int, stream: int = 1) -> int:

@@ -171,6 +171,8 @@ class FilterMixEncoder(SASRecEncoder):
     TensorShape([1, 5, 8])
     """
 
+    BLOCK = FilterMixBlock
+
     def __init__(
         self,
         num_items: int,
@@ -179,23 +181,17 @@ class FilterMixEncoder(SASRecEncoder):
         filter_window: int = 10,
         **kwargs,
     ):
-        # Read by `make_block`, which SASRecEncoder's constructor calls (each
-        # block checks them).
+        # Read by `block_settings` when SASRecEncoder's constructor makes the
+        # blocks (each block checks them).
         self.filter_alpha = filter_alpha
         self.filter_window = filter_window
         super().__init__(num_items, *args, **kwargs)
 
-    def make_block(self, seed: int | None, name: str) -> tf.keras.layers.Layer:
-        return FilterMixBlock(
-            self.hidden_size,
-            self.num_heads,
-            self.dropout,
-            self.attention_dropout,
-            seed=seed,
+    def block_settings(self) -> dict:
+        return dict(
             max_len=self.max_len,
             filter_alpha=self.filter_alpha,
             filter_window=self.filter_window,
-            name=name,
         )
 
     def get_config(self) -> dict:

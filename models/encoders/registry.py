@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import inspect
 from typing import TYPE_CHECKING
+
+from genni.components.settings import constructor_settings
 
 if TYPE_CHECKING:
     from genni.models.config import EncoderConfig
@@ -83,33 +84,11 @@ def layer_class(name: str) -> type:
     return getattr(importlib.import_module(module), cls)
 
 
-def constructor_names(cls: type) -> set[str]:
-    """The keyword names an encoder layer's constructor and its bases' take
-    (not Keras' own)."""
-    accepted: set[str] = set()
-    for klass in cls.__mro__:
-        if "__init__" in vars(klass):
-            params = inspect.signature(klass.__init__).parameters.values()
-            accepted |= {
-                p.name
-                for p in params
-                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-            }
-        if klass.__name__ == "SASRecEncoder":
-            break
-    return accepted - {"self", "name"}
-
-
 def build_encoder(config: EncoderConfig):
     """The encoder `config` describes, named after it ("sasrec", ...): the
     layer gets each setting its constructor names."""
     cls = layer_class(config.encoder)
-    accepted = constructor_names(cls)
-    settings = {
-        f.name: getattr(config, f.name)
-        for f in dataclasses.fields(config)
-        if f.name in accepted
-    }
+    settings = constructor_settings(cls, config, up_to="SASRecEncoder")
     return cls(name=config.encoder, **settings)
 
 

@@ -222,16 +222,25 @@ class SASRecEncoder(tf.keras.layers.Layer):
             for i in range(num_layers)
         ]
 
+    # A member of the family that shares SASRec's embeddings and masks
+    # changes its blocks: their class, and the settings they take beyond
+    # `CausalSelfAttentionBlock`'s (`block_settings`).
+    BLOCK: type = CausalSelfAttentionBlock
+
+    def block_settings(self) -> dict:
+        """The keyword settings each `BLOCK` takes beyond SASRec's block's."""
+        return {}
+
     def make_block(self, seed: int | None, name: str) -> tf.keras.layers.Layer:
-        """Block `name` of the stack: how a member of the family that shares
-        SASRec's embeddings and masks changes its blocks."""
-        return CausalSelfAttentionBlock(
+        """Block `name` of the stack."""
+        return self.BLOCK(
             self.hidden_size,
             self.num_heads,
             self.dropout,
             self.attention_dropout,
             seed=seed,
             name=name,
+            **self.block_settings(),
         )
 
     def build(self, input_shape) -> None:

@@ -1,13 +1,14 @@
 """One rule of types for every setting: flags, --config JSON, the pipeline's
 YAML and tune spaces all go through `settings.coerce` (issue 46)."""
 
+import dataclasses
 import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from genni.components.settings import coerce
+from genni.components.settings import coerce, constructor_settings
 from genni.pipeline.preprocess.config import PreprocessConfig
 from genni.pipeline.training.config import TrainConfig
 
@@ -138,3 +139,39 @@ def test_random_pipeline_sections_are_accepted_or_refused_by_name(sections):
         workflow.check({"input": "x", "workdir": "w", **sections})
     except ValueError as e:
         assert "`" in str(e) or "preset" in str(e) or "--" in str(e), str(e)
+
+
+class _Framework:
+    def __init__(self, unrelated=0, name=None):
+        pass
+
+
+class _Base(_Framework):
+    def __init__(self, width, *, depth=2, **kwargs):
+        super().__init__(**kwargs)
+
+
+class _Member(_Base):
+    def __init__(self, width, rate=0.5, name=None, **kwargs):
+        super().__init__(width, **kwargs)
+
+
+@dataclasses.dataclass
+class _Settings:
+    name: str = "member"
+    width: int = 8
+    depth: int = 3
+    rate: float = 0.1
+    unrelated: int = 7
+    other: int = 1
+
+
+def test_a_layer_gets_the_settings_its_constructors_name_up_to_its_base():
+    settings = constructor_settings(_Member, _Settings(), up_to="_Base")
+    # Its own and its base's (keyword-only too); never the framework's above
+    # the base, never Keras' `name`, never a setting no constructor names.
+    assert settings == {"width": 8, "depth": 3, "rate": 0.1}
+    assert constructor_settings(_Base, _Settings(), up_to="_Base") == {
+        "width": 8,
+        "depth": 3,
+    }
