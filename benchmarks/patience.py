@@ -186,6 +186,28 @@ def replay(runs: list[dict], rules: list[str]) -> list[dict]:
     return rows
 
 
+RUN_FIELDS = ("name", "preset", "encoder", "data", "users", "full_best_epoch")
+
+
+def per_run(rows: list[dict]) -> list[dict]:
+    """The replay's rows, one per run: what the run is, once, and under
+    `stops` each rule's [epochs run, best epoch kept, valid NDCG@10 lost,
+    share of the full best kept] (the record stays compact)."""
+    runs: dict[str, dict] = {}
+    for r in rows:
+        run = runs.setdefault(
+            r["name"],
+            {k: r[k] for k in RUN_FIELDS} | {"stops": {}},
+        )
+        run["stops"][r["patience"]] = [
+            r["epochs_run"],
+            r["best_epoch"],
+            round(r["valid_lost"], 4),
+            round(r["kept"], 4),
+        ]
+    return list(runs.values())
+
+
 def summary(rows: list[dict], patiences: list[str]) -> list[dict]:
     groups = sorted({(r["preset"], r["encoder"], r["data"]) for r in rows})
     out = []
@@ -299,7 +321,15 @@ def main(argv: list[str] | None = None) -> None:
         repr(a) if "*" in a else a for a in (sys.argv[1:] if argv is None else argv)
     )
     text = markdown(table, command.strip(), rows)
-    write_results(args.name, {"summary": table, "runs": rows}, text)
+    write_results(
+        args.name,
+        {
+            "stops": "per rule: [epochs run, best epoch, valid lost, kept]",
+            "summary": table,
+            "runs": per_run(rows),
+        },
+        text,
+    )
     print(text)
 
 
