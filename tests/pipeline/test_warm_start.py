@@ -48,12 +48,33 @@ def grown(tmp_path_factory):
     return run, old, new
 
 
-@pytest.mark.parametrize("rows", ["random", "mean"])
-def test_old_items_score_as_they_did_at_step_zero(grown, rows):
-    run, _, new = grown
+@pytest.fixture(scope="module")
+def grown_filtermix(grown):
+    """`grown`, its run's encoder FilterMix (every weight of another encoder
+    carries over too: the filters, their high-frequency rescale)."""
+    run, old, new = grown
+    other = f"{run}_filtermix"
+    config = TrainConfig.of(
+        data=old, output=other, epochs=1, **{**MODEL, "encoder": "filtermix"}
+    )
+    train.train(config, verbose=0)
+    return other, old, new
+
+
+@pytest.mark.parametrize(
+    "rows, encoder", [("random", "sasrec"), ("mean", "sasrec"), ("mean", "filtermix")]
+)
+def test_old_items_score_as_they_did_at_step_zero(request, rows, encoder):
+    run, _, new = request.getfixturevalue(
+        "grown" if encoder == "sasrec" else f"grown_{encoder}"
+    )
     before = model.load_run(run)
     config = TrainConfig.of(
-        data=new, output="", warm_start=run, warm_start_rows=rows, **MODEL
+        data=new,
+        output="",
+        warm_start=run,
+        warm_start_rows=rows,
+        **{**MODEL, "encoder": encoder},
     )
     dataset = Dataset.open(new)
     after = model.build_model(config, dataset)
