@@ -28,7 +28,9 @@ skipped when
 With `train: {warm_start: served}`, each run is the nightly loop's step: the
 run behind the version serving now lends its dataset's ids to the new
 preprocessing (`genni preprocess --previous`) and its weights to the new run
-(`genni train --warm-start`); with nothing served, it trains from scratch.
+(`genni train --warm-start`); with nothing served, or a served run whose
+weights do not fit the configured model (another encoder, width, depth), it
+trains from scratch and says so.
 """
 
 from __future__ import annotations
@@ -253,7 +255,27 @@ def train_config(config: dict, data: str, tuned: dict, warm_start: str | None = 
 def step_train(
     config: dict, data: str, tuned: dict, log, warm_start: str | None = None
 ) -> str:
-    return _train_run(config, train_config(config, data, tuned, warm_start), log)
+    """The train step's run; from `warm_start`'s weights when they fit its
+    model, else from scratch, saying why (the loop's `train:` section or
+    `genni train`'s default changed what the weights are)."""
+    run = train_config(config, data, tuned, warm_start)
+    differ = weights_differ(warm_start, run) if warm_start else []
+    if differ:
+        log(
+            f"train: not warm-starting from {warm_start}: its model differs "
+            f"({', '.join(differ)}), so this run trains from scratch"
+        )
+        run = run.replace(warm_start=None)
+    return _train_run(config, run, log)
+
+
+def weights_differ(start: str, run) -> list[str]:
+    """'encoder sasrec vs filtermix', ... for each weight-shaping setting in
+    which run `start` differs from `run` (a `TrainConfig`)."""
+    from genni.pipeline.training import model
+
+    info = schema.DatasetInfo.load(run.data)
+    return model.read_config(start).encoder(info).weight_differences(run.encoder(info))
 
 
 def step_refit(config: dict, data: str, run_dir: str, log) -> str:

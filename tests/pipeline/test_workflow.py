@@ -214,6 +214,13 @@ def test_the_nightly_loop_warm_starts_from_the_served_run(tmp_path, capsys):
     third = workflow.run(config, log=print)
     assert third["run"] in (first["run"], second["run"])
     assert "train: up to date" in capsys.readouterr().out
+    # Another model (here: another encoder) cannot take the served weights:
+    # the run trains from scratch and the log says why.
+    other = {**config["train"], "encoder": "filtermix"}
+    fourth = workflow.run({**config, "train": other}, log=print)
+    assert model.read_config(fourth["run"]).warm_start is None
+    out = capsys.readouterr().out
+    assert "its model differs (encoder sasrec vs filtermix)" in out
 
 
 def test_warm_start_takes_served_only():
