@@ -29,6 +29,11 @@ from genni.models.encoders import registry
 FIRST_ENCODER = "sasrec"
 # The paper's (`--preset paper`).
 PAPER_ENCODER = "sasrec"
+# `genni train`'s (the recommended preset's) and `genni pretrain`'s, chosen on
+# validation (Beauty, Toys, MovieLens 100K; docs/encoders.md). The field's own
+# default stays FIRST_ENCODER, so that a stored run without the setting is
+# read, keyed and resumed as what it was.
+RECOMMENDED_ENCODER = "filtermix"
 # The settings that shape the encoder's weights: a pre-trained encoder (or a
 # warm start) fits a run only if these agree (dropout, the filter's mix and
 # the seed may differ).

@@ -33,6 +33,10 @@ OTHER_PRESETS = {
     if name != DEFAULT_PRESET
 }
 
+# `genni pretrain` pre-trains the encoder `genni train` trains by default, so
+# that `--init-from` fits it without flags.
+PRETRAIN_DEFAULTS = {"encoder": DEFAULTS["encoder"]}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `genni train`: one per setting, then how the command runs."""
@@ -103,7 +107,12 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `genni pretrain`: one per setting, then how it runs."""
-    fields.add_flags(parser, PretrainConfig, required=("data", "output"))
+    fields.add_flags(
+        parser,
+        PretrainConfig,
+        PretrainConfig.defaults() | PRETRAIN_DEFAULTS,
+        required=("data", "output"),
+    )
     parser.add_argument(
         "--resume", action="store_true", help="Continue the killed run in --output."
     )
@@ -118,5 +127,5 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def pretrain_config_from_args(args: argparse.Namespace) -> PretrainConfig:
-    values = fields.flag_values(args, PretrainConfig)
+    values = PRETRAIN_DEFAULTS | fields.flag_values(args, PretrainConfig)
     return PretrainConfig.from_dict(fields.with_followers(PretrainConfig, values))

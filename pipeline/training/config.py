@@ -27,7 +27,12 @@ from genni.components.settings import (
     setting,
     within,
 )
-from genni.models.config import PAPER_ENCODER, EncoderConfig, ModelConfig
+from genni.models.config import (
+    PAPER_ENCODER,
+    RECOMMENDED_ENCODER,
+    EncoderConfig,
+    ModelConfig,
+)
 
 # The recommended preset's cap on the items one GenNi draw scores
 # (`max_candidates`), and its budget of scores per training step for the
@@ -222,7 +227,10 @@ PRESETS: dict[str, dict] = {
     # the best epoch) epochs without a better validation NDCG@10, not the
     # paper's fixed 40: its curve flattens soon after its best on large logs
     # but climbs slowly on small ones; benchmarks/patience.py replays the
-    # recorded curves (docs/training.md#early-stopping).
+    # recorded curves (docs/training.md#early-stopping). It never stops
+    # before 1,000 optimizer steps: a small log's curve can sit flat for tens
+    # of epochs, then rise (docs/encoders.md#a-stopping-rule-that-holds-on-small-logs).
+    # Its encoder is FilterMix, chosen on validation (docs/encoders.md).
     "recommended": dict(
         loss="sampled_softmax",
         num_negatives=64,
@@ -232,6 +240,7 @@ PRESETS: dict[str, dict] = {
         patience=10,
         patience_growth=0.5,
         min_steps=DEFAULT_MIN_STEPS,
+        encoder=RECOMMENDED_ENCODER,
     ),
     # The paper's SASRec_GenNi: SASRec, BCE with one GenNi negative, alpha 2.5.
     "paper": dict(loss="bce", num_negatives=1, alpha=2.5, encoder=PAPER_ENCODER),

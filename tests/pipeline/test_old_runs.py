@@ -19,9 +19,14 @@ OLD_RUNS = Path(__file__).resolve().parents[1] / "data" / "old_runs"
 EXPECTED = json.loads((OLD_RUNS / "expected.json").read_text())
 MODEL = ["--hidden-size", "8", "--num-layers", "1", "--num-heads", "1"]
 FLAGS = {
-    # The recommended preset's floor of optimizer steps came after this run:
-    # it resumes without one (without the flag --resume refuses, naming it).
-    "recommended": [*MODEL, "--batch-size", "64", "--epochs", "2", "--min-steps", "0"],
+    # The recommended preset's floor of optimizer steps and its encoder came
+    # after this run: it resumes without a floor, as SASRec (without the
+    # flags --resume refuses, naming them).
+    "recommended": [
+        *MODEL,
+        *("--batch-size", "64", "--epochs", "2"),
+        *("--min-steps", "0", "--encoder", "sasrec"),
+    ],
     "capped": [
         "--preset",
         "paper",
@@ -96,3 +101,5 @@ def test_an_old_run_resumes_with_the_flags_it_was_started_with(
     if name == "recommended":
         floorless = [a for a in args if a not in ("--min-steps", "0")]
         assert cli.main([*floorless, "--resume"]) == cli.EXIT_USAGE
+        as_default = [a for a in args if a not in ("--encoder", "sasrec")]
+        assert cli.main([*as_default, "--resume"]) == cli.EXIT_USAGE
