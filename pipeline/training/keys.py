@@ -19,6 +19,7 @@ from typing import Any
 from genni.components import schema
 from genni.components.samplers import budget, registry
 from genni.components.samplers.config import SamplerConfig
+from genni.models.config import FIRST_ENCODER
 from genni.pipeline.training import rundir
 from genni.pipeline.training.config import TrainConfig
 
@@ -145,9 +146,12 @@ def _has(stats: dict, *names: str) -> bool:
 
 
 def slug(values: dict, seed: int) -> str:
-    """A readable name for a run's settings (the key makes it unique)."""
+    """A readable name for a run's settings (the key makes it unique),
+    led by its encoder unless that is the first one (earlier names stay)."""
+    encoder = values.get("encoder", FIRST_ENCODER)
+    lead = "" if encoder == FIRST_ENCODER else f"{encoder}_"
     if values.get("loss") == "softmax":  # No negatives: the sampler is unused.
-        return f"softmax_s{seed}"
+        return f"{lead}softmax_s{seed}"
     sampler = str(values.get("sampler", "genni"))
     parts = [sampler]
     # A fine-tuned run (S3-Rec) is named by its pre-training, not its draw.
@@ -169,7 +173,7 @@ def slug(values: dict, seed: int) -> str:
     if values.get("loss", "bce") != "bce":
         parts.append(values["loss"])
     parts.append(f"s{seed}")
-    return "_".join(parts)
+    return lead + "_".join(parts)
 
 
 def run_name(values: dict, seed: int, key: str) -> str:

@@ -267,6 +267,11 @@ def test_an_encoder_is_keyed_by_the_settings_it_reads():
     assert key(mixed.replace(filter_alpha=0.2), "F") != key(mixed, "F")
     assert key(mixed.replace(filter_window=3), "F") != key(mixed, "F")
     assert key(mixed, "F") != key(sasrec, "F")
+    # Its name says which encoder it is; the first encoder's names stay.
+    assert keys.slug(sasrec.to_dict(), 0) == "genni_a2.5_b1_k1_s0"
+    assert keys.slug(mixed.to_dict(), 0) == "filtermix_genni_a2.5_b1_k1_s0"
+    softmax = mixed.replace(loss="softmax").to_dict()
+    assert keys.slug(softmax, 1) == "filtermix_softmax_s1"
 
 
 def test_a_cap_on_genni_candidates_keys_a_run_only_where_it_bites():
