@@ -26,16 +26,17 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import os
 import statistics
 import sys
 
 from _common import RESULTS, write_results
 
+from genni.models.config import FIRST_ENCODER
 from genni.pipeline.training import rundir
 from genni.pipeline.training.callbacks import patience_limit
 from genni.pipeline.training.config import PRESETS
+from genni.pipeline.training.data import steps_per_epoch
 
 RECORD = RESULTS / "runs.jsonl"
 RECORDED_PATIENCE = 40
@@ -88,10 +89,6 @@ def stop(
     return len(curve), best_epoch
 
 
-def steps_per_epoch(users: int | None, config: dict) -> int:
-    return math.ceil((users or 1) / config.get("batch_size", 256))
-
-
 def data_name(users: int | None) -> str:
     return DATASETS.get(users, f"{users} users")
 
@@ -122,10 +119,10 @@ def _run(name: str, preset: str, users: int | None, config: dict, curve) -> dict
     return dict(
         name=name,
         preset=preset,
-        encoder=config.get("encoder", "sasrec"),
+        encoder=config.get("encoder", FIRST_ENCODER),
         data=data_name(users),
         users=users,
-        steps_per_epoch=steps_per_epoch(users, config),
+        steps_per_epoch=steps_per_epoch(users or 1, config.get("batch_size", 256)),
         curve=curve,
     )
 

@@ -150,13 +150,22 @@ class EncoderConfig:
             )
 
     def weight_differences(self, other: EncoderConfig) -> list[str]:
-        """'hidden_size 64 vs 128', ... for each weight-shaping setting that
-        differs (empty: `other`'s weights fit this encoder)."""
-        return [
-            f"{name} {getattr(self, name)} vs {getattr(other, name)}"
-            for name in WEIGHT_FIELDS
-            if getattr(self, name) != getattr(other, name)
-        ]
+        """`weight_differences(self, other)`."""
+        return weight_differences(self, other)
+
+
+def weight_differences(
+    fitted: ModelConfig | EncoderConfig, other: ModelConfig | EncoderConfig
+) -> list[str]:
+    """'hidden_size 64 vs 128', ... for each weight-shaping setting
+    (`WEIGHT_FIELDS`) in which `other` differs from `fitted` (empty:
+    `fitted`'s weights fit `other`'s encoder). Both a run's settings
+    (`ModelConfig`) and an encoder on a dataset (`EncoderConfig`) have them."""
+    return [
+        f"{name} {getattr(fitted, name)} vs {getattr(other, name)}"
+        for name in WEIGHT_FIELDS
+        if getattr(fitted, name) != getattr(other, name)
+    ]
 
 
 def build_encoder(config: EncoderConfig):

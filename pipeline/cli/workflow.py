@@ -258,8 +258,13 @@ def step_train(
     """The train step's run; from `warm_start`'s weights when they fit its
     model, else from scratch, saying why (the loop's `train:` section or
     `genni train`'s default changed what the weights are)."""
+    from genni.models.config import weight_differences
+    from genni.pipeline.training import model
+
     run = train_config(config, data, tuned, warm_start)
-    differ = weights_differ(warm_start, run) if warm_start else []
+    differ = []
+    if warm_start:
+        differ = weight_differences(model.read_config(warm_start).model, run.model)
     if differ:
         log(
             f"train: not warm-starting from {warm_start}: its model differs "
@@ -267,15 +272,6 @@ def step_train(
         )
         run = run.replace(warm_start=None)
     return _train_run(config, run, log)
-
-
-def weights_differ(start: str, run) -> list[str]:
-    """'encoder sasrec vs filtermix', ... for each weight-shaping setting in
-    which run `start` differs from `run` (a `TrainConfig`)."""
-    from genni.pipeline.training import model
-
-    info = schema.DatasetInfo.load(run.data)
-    return model.read_config(start).encoder(info).weight_differences(run.encoder(info))
 
 
 def step_refit(config: dict, data: str, run_dir: str, log) -> str:
