@@ -56,6 +56,22 @@ def beauty_data(tmp: str, *, attributes: bool = False, synthetic: bool = False) 
     return out
 
 
+def training_of(config: dict) -> str | None:
+    """Which training a run's settings are, by loss and negatives: "softmax"
+    (the full softmax), "recommended" (GenNi's 64 negatives under a sampled
+    softmax) or "paper" (one GenNi negative under BCE); None for any other.
+    Alpha and the rest of the draw are the caller's to check."""
+    if config.get("loss") == "softmax":
+        return "softmax"
+    if config.get("sampler") != "genni":
+        return None
+    if config.get("loss") == "sampled_softmax" and config.get("num_negatives") == 64:
+        return "recommended"
+    if config.get("loss") == "bce" and config.get("num_negatives") == 1:
+        return "paper"
+    return None
+
+
 def free_port() -> int:
     """A free local TCP port (for a `genni serve` the benchmark starts)."""
     with socket.socket() as s:

@@ -30,7 +30,7 @@ import os
 import statistics
 import sys
 
-from _common import RESULTS, write_results
+from _common import RESULTS, training_of, write_results
 
 from genni.models.config import FIRST_ENCODER
 from genni.pipeline.training import rundir
@@ -45,13 +45,8 @@ DATASETS = {22363: "Beauty", 19412: "Toys", 943: "ml-100k"}
 
 def preset_of(config: dict) -> str | None:
     """The preset a run's settings are (None: neither)."""
-    if config.get("sampler") != "genni":
-        return None
-    if config.get("loss") == "sampled_softmax" and config.get("num_negatives") == 64:
-        return "recommended"
-    if config.get("loss") == "bce" and config.get("num_negatives") == 1:
-        return "paper"
-    return None
+    training = training_of(config)
+    return training if training in PRESETS else None
 
 
 # Logs this small are listed run by run (the issue-53 check: no run keeps
