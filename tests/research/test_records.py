@@ -218,7 +218,8 @@ def test_converting_an_old_directory_keeps_one_run_per_key(tmp_path):
 @pytest.mark.skipif(not RECORD.exists(), reason="no benchmarks/results/runs.jsonl")
 def test_the_committed_record_keeps_every_run_key():
     found = records.read(str(RECORD))
-    assert RECORD.stat().st_size < 400_000  # About 2 KB a run: small to commit.
+    # About 2 KB a run (its curve, not its per-epoch files): small to commit.
+    assert RECORD.stat().st_size < 2_500 * len(found)
     assert (
         len({r["key"] for r in found}) == len({r["name"] for r in found}) == len(found)
     )
