@@ -21,6 +21,10 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 SHARED_DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "benchmarks" / "results"
+# The project's record of finished runs (`research.records`), and the data
+# sets its runs are told apart by, by their users.
+RECORD = RESULTS / "runs.jsonl"
+DATASETS = {22363: "Beauty", 19412: "Toys", 943: "ml-100k"}
 
 
 def machine() -> dict:

@@ -31,14 +31,12 @@ import json
 import statistics
 import sys
 
-from _common import RESULTS, mean_std, publish, training_of
+from _common import DATASETS, RECORD, mean_std, publish, timing_parser, training_of
 
 from genni.models.config import FIRST_ENCODER
 from genni.models.encoders import registry
 from genni.pipeline.training.config import DEFAULT_PRESET, PRESETS, preset
 
-RECORD = RESULTS / "runs.jsonl"
-DATASETS = {22363: "Beauty", 19412: "Toys", 943: "ml-100k"}
 TRAININGS = ("recommended", "paper", "softmax")
 # The settings every compared run shares (a record without one had its
 # default); a run that changed any of them is another experiment.
@@ -117,9 +115,7 @@ def configs() -> dict[str, dict]:
 
 
 def _cell(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return mean_std([round(v, 4) for v in values])
+    return f"{values[0]:.2f}" if len(values) == 1 else mean_std(values)
 
 
 def rows_of(cells: dict[tuple, list[dict]], ratios: dict[str, float]) -> list[dict]:
@@ -205,11 +201,9 @@ def markdown(rows: list[dict], timing: dict | None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = timing_parser(__doc__, rounds=5)
+    parser.epilog = __doc__.split("\n\n", 1)[1]
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--record", default=str(RECORD))
     parser.add_argument("--data-sets", nargs="+", default=["Beauty", "Toys"])
     parser.add_argument(
@@ -217,9 +211,6 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="Also time every encoder x training's step side by side on --data.",
     )
-    parser.add_argument("--data", help="Output of `genni preprocess` to time on.")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args(argv)
     unknown = set(args.data_sets) - set(DATASETS.values())
     if unknown:

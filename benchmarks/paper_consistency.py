@@ -22,14 +22,12 @@ import json
 import os
 import sys
 
-from _common import RESULTS, machine, write_results
+from _common import RECORD, machine, write_results
 
 from genni.components.metrics import metrics_consistent, ndcg_gap_bounds
 from research import records
 from research.paper import METRICS as FOUR
 from research.paper import PAPER
-
-RECORD = RESULTS / "runs.jsonl"
 
 
 def largest_hr10(metrics: dict[str, float]) -> float:

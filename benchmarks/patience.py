@@ -30,7 +30,7 @@ import os
 import statistics
 import sys
 
-from _common import RESULTS, training_of, write_results
+from _common import DATASETS, RECORD, training_of, write_results
 
 from genni.models.config import FIRST_ENCODER
 from genni.pipeline.training import rundir
@@ -38,9 +38,7 @@ from genni.pipeline.training.callbacks import patience_limit
 from genni.pipeline.training.config import PRESETS
 from genni.pipeline.training.data import steps_per_epoch
 
-RECORD = RESULTS / "runs.jsonl"
 RECORDED_PATIENCE = 40
-DATASETS = {22363: "Beauty", 19412: "Toys", 943: "ml-100k"}
 
 
 def preset_of(config: dict) -> str | None:
