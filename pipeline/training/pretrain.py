@@ -271,6 +271,7 @@ def _pretrain(
             tf.data.Dataset.from_tensor_slices(features)
             .batch(config.batch_size)
             .prefetch(tf.data.AUTOTUNE)
+            .with_options(data.quiet_options())
         )
         start = time.perf_counter()
         logs = model.fit(dataset, epochs=1, verbose=verbose).history

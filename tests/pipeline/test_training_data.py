@@ -40,3 +40,36 @@ def test_no_validation_or_test_target_reaches_the_successors_or_counts(tmp_path)
     assert np.isin(table[trained], trained).all()
     counts = dataset.item_counts()
     assert counts[trained].sum() == USERS * 6 and not counts[held_out].any()
+
+
+def test_every_dataset_it_builds_runs_without_tf_datas_autotuner(tmp_path):
+    """The autotuner's thread slows the steps on one core and holds up each
+    epoch's end (`data.quiet_options`): training, evaluation and the guard's
+    batches are built without it, and the training batches keep the
+    multi-worker sharding by data."""
+    import tensorflow as tf
+
+    from genni.components import schema
+    from genni.pipeline.training import data as training_data
+
+    log = str(tmp_path / "log.txt")
+    _held_out_only_log(log)
+    data = str(tmp_path / "data")
+    inmemory.run(PreprocessConfig(input=log, output=data, max_len=10))
+    dataset = Dataset.open(data)
+    cached = dataset.records(schema.TRAIN)
+    built = {
+        f"train, pack={pack}": training_data.train_dataset(
+            cached, dataset.max_len, 8, 0, 0, pack=pack
+        )
+        for pack in (False, True)
+    }
+    built.update(
+        {split: dataset.batches(split, 8) for split in (schema.VALID, schema.TEST)}
+    )
+    for name, batches in built.items():
+        assert batches.options().autotune.enabled is False, name
+        assert next(iter(batches)), name  # Still yields batches.
+    for pack in (False, True):
+        policy = built[f"train, pack={pack}"].options().experimental_distribute
+        assert policy.auto_shard_policy == tf.data.experimental.AutoShardPolicy.DATA
