@@ -160,11 +160,14 @@ def _tune(args: argparse.Namespace, extra: list[str]) -> int:
 def add_train(commands) -> None:
     p = commands.add_parser(
         "train",
-        help="Train SASRec with uniform, popularity or GenNi negatives.",
-        description="Train SASRec (TFRS retrieval model) on the output of `genni "
-        "preprocess`, early-stopping on validation NDCG@10, and test the best "
-        "epoch. Defaults are the recommended preset (GenNi's negatives under a "
-        "corrected sampled softmax); --preset paper is the paper's SASRec_GenNi.",
+        help="Train a sequential recommender with uniform, popularity or GenNi "
+        "negatives.",
+        description="Train a sequential recommender (a TFRS retrieval model: "
+        "FilterMix or SASRec) on the output of `genni preprocess`, "
+        "early-stopping on validation NDCG@10, and test the best epoch. "
+        "Defaults are the recommended preset (FilterMix, GenNi's negatives "
+        "under a corrected sampled softmax); --preset paper is the paper's "
+        "SASRec_GenNi.",
     )
     train_args.add_arguments(p)
     p.set_defaults(handler=_train)

@@ -145,6 +145,16 @@ class TrainConfig(Settings):
     )
     batch_size: int = setting(256, "Users per training batch.", check=at_least(1))
     learning_rate: float = setting(1e-3, "Adam's learning rate.", check=POSITIVE)
+    lr_half_life: int | None = setting(
+        None,
+        "Halve the learning rate every S optimizer steps (exponential decay "
+        "by steps, not epochs: a log of a few thousand users, whose run is a "
+        "few hundred steps, keeps about its rate; a large log's falls as it "
+        "trains).",
+        check=at_least(1),
+        metavar="S",
+        off=0,
+    )
     seed: int = setting(0, "Seed of every random stream of the run.")
     init_from: str | None = setting(
         None,

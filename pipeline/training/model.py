@@ -23,6 +23,15 @@ CONFIG_FILE = rundir.CONFIG_FILE
 BEST_DIR = "best"
 
 
+def learning_rate(config: TrainConfig):
+    """Adam's learning rate: constant, or halved every `lr_half_life` steps."""
+    if config.lr_half_life is None:
+        return config.learning_rate
+    return tf.keras.optimizers.schedules.ExponentialDecay(
+        config.learning_rate, decay_steps=config.lr_half_life, decay_rate=0.5
+    )
+
+
 def build_model(
     config: TrainConfig, dataset: Dataset, setup: bool = True
 ) -> SequentialRetrievalModel:
@@ -51,7 +60,7 @@ def build_model(
         logq_correction=config.logq_correction,
         alpha_step=config.sampler.alpha_step,
     )
-    model.compile(optimizer=tf.keras.optimizers.Adam(config.learning_rate))
+    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate(config)))
     model(tf.zeros([1, info.max_len], tf.int64))  # Create the variables.
     # And the optimizer's: created at the first step instead, they make
     # `fit` trace its train step twice (tracing is most of a small run's time).

@@ -11,7 +11,7 @@ from genni.pipeline.cli import main as cli
 from genni.pipeline.training import rundir, train
 from genni.pipeline.training.config import TrainConfig
 from genni.pipeline.training.data import Dataset
-from genni.pipeline.training.model import build_model
+from genni.pipeline.training.model import build_model, learning_rate
 from tests.conftest import make_dataset
 
 
@@ -105,13 +105,23 @@ def test_tiny_training_beats_a_random_ranking(dataset, tmp_path, monkeypatch):
 
 def test_resume_ends_where_an_uninterrupted_run_ends(dataset, tmp_path, monkeypatch):
     data, _ = dataset
-    kwargs = dict(sampler="genni", alpha_step=0.05, epochs=3)
+    # The learning rate halves every 5 steps: a resumed run goes on from
+    # the optimizer's step count, not from the full rate.
+    kwargs = dict(sampler="genni", alpha_step=0.05, epochs=3, lr_half_life=5)
     straight = train.train(_config(data, tmp_path / "a", **kwargs), verbose=0)
     resumed = _killed_then_resumed(data, tmp_path / "b", monkeypatch, 3, **kwargs)
     assert resumed["best_epoch"] == straight["best_epoch"]
     _assert_same_metrics(resumed, straight)
     alphas = [r["alpha"] for r in straight["sampler_over_time"]]
     assert [r["alpha"] for r in resumed["sampler_over_time"]] == pytest.approx(alphas)
+
+
+def test_the_learning_rate_halves_every_half_life_of_steps(dataset):
+    data, _ = dataset
+    rate = learning_rate(_config(data, "", lr_half_life=40))
+    for step, expected in ((0, 0.005), (40, 0.0025), (100, 0.005 * 2**-2.5)):
+        assert float(rate(step)) == pytest.approx(expected, rel=1e-5), step
+    assert learning_rate(_config(data, "")) == 0.005  # Off (the default).
 
 
 def test_the_two_level_draw_trains_and_resumes_with_its_clusters(
