@@ -3,7 +3,7 @@
 Quality: every run of the project's record (`benchmarks/results/runs.jsonl`)
 on the chosen data sets that trained one of the three trainings below at the
 presets' model and optimizer settings (width 64, 2 blocks of 2 heads, dropout
-0.5, Adam at 1e-3, batches of 256, FilterMix's filter at its defaults, from
+0.5, Adam at a constant 1e-3, batches of 256, FilterMix's filter at its defaults, from
 scratch), grouped by data, encoder, training and batch layout: mean ± std
 over its seeds of validation NDCG@10, test HR@10 and NDCG@10, the best
 epochs, and the seconds per epoch each run measured (on whatever else the
@@ -47,6 +47,7 @@ SHARED = dict(
     dropout=0.5,
     attention_dropout=0.5,
     learning_rate=1e-3,
+    lr_half_life=None,
     batch_size=256,
     filter_alpha=0.7,
     filter_window=10,

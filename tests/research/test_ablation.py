@@ -45,10 +45,12 @@ def run(name, config, ndcg, hr=10.0, seed=0, dataset=BEAUTY):
         (PAPER, "paper"),
         (dict(loss="softmax", alpha=2.5, num_negatives=1), "softmax"),
         # Other experiments: another alpha, no log Q correction, another
-        # learning rate, another filter, a fine-tuned encoder, uniform negatives.
+        # learning rate or its decay, another filter, a fine-tuned encoder,
+        # uniform negatives.
         (dict(RECOMMENDED, alpha=2.5), None),
         (dict(RECOMMENDED, logq_correction=False), None),
         (dict(PAPER, learning_rate=5e-4), None),
+        (dict(RECOMMENDED, encoder="filtermix", lr_half_life=2000), None),
         (dict(RECOMMENDED, encoder="filtermix", filter_alpha=0.9), None),
         (dict(PAPER, init_from="pretrain/"), None),
         (dict(PAPER, sampler="uniform"), None),
