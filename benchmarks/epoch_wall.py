@@ -1,13 +1,13 @@
 """An epoch's wall time with tf.data's autotuner on and off, side by side.
 
 `genni train` runs one `model.fit` per epoch on that epoch's own dataset
-(`train.fit_epochs`). With tf.data's autotuning on, its optimization thread
-competes with the steps for the core, and the dataset iterator's destructor
-waits on that thread's timed sleep (up to 60 s) before `fit` returns; the
-project's datasets switch it off (`data.quiet_options`). This benchmark trains
-one model epoch after epoch, alternating the two settings round by round on the
-same batches, and splits each epoch's wall time into its steps (fit's first
-batch to `on_train_end`) and what follows until `fit` returns.
+(`train.fit_epochs`). With tf.data's autotuning on, the dataset iterator's
+destructor waits on its optimization thread's timed sleep (up to 60 s) before
+`fit` returns; the project's datasets switch it off (`data.quiet_options`).
+This benchmark trains one model epoch after epoch, alternating the two
+settings round by round on the same batches, and splits each epoch's wall
+time into its steps (fit's first batch to `on_train_end`) and what follows
+until `fit` returns.
 
     python benchmarks/epoch_wall.py [--data DIR] [--rounds 3] [--steps N]
 
@@ -16,12 +16,11 @@ batch to `on_train_end`) and what follows until `fit` returns.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
 
-from _common import beauty_data, publish
+from _common import beauty_data, publish, timing_parser
 
 ARMS = ("autotune off (project)", "autotune on (tf.data default)")
 
@@ -93,10 +92,8 @@ def epoch_walls(data_dir: str, rounds: int, steps: int | None, pack: bool) -> di
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=None, help="Preprocessed dataset dir.")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=None)
+    parser = timing_parser(__doc__, rounds=3)
+    parser.set_defaults(steps=None)  # Whole epochs.
     parser.add_argument(
         "--no-pack", dest="pack", action="store_false", help="Unpacked batches."
     )

@@ -43,8 +43,8 @@ def test_no_validation_or_test_target_reaches_the_successors_or_counts(tmp_path)
 
 
 def test_every_dataset_it_builds_runs_without_tf_datas_autotuner(tmp_path):
-    """The autotuner's thread slows the steps on one core and holds up each
-    epoch's end (`data.quiet_options`): training, evaluation and the guard's
+    """The autotuner's thread holds up each epoch's end
+    (`data.quiet_options`): training, evaluation and the guard's
     batches are built without it, and the training batches keep the
     multi-worker sharding by data."""
     import tensorflow as tf
