@@ -133,9 +133,37 @@ def _not_beams(record: logging.LogRecord) -> bool:
     return f"{os.sep}apache_beam{os.sep}" not in record.pathname
 
 
+def _in_beams_code(trace) -> bool:
+    """Whether a traceback passes through Beam's code."""
+    while trace is not None:
+        if f"{os.sep}apache_beam{os.sep}" in trace.tb_frame.f_code.co_filename:
+            return True
+        trace = trace.tb_next
+    return False
+
+
+def _quiet_beam_threads(hook=None):
+    """A `threading.excepthook` that drops what a thread of Beam's raises and
+    hands any other thread's exception to `hook` (the one in place).
+
+    A portable job whose job service stops answering ends two of Beam's
+    threads at once: the one watching the job's state raises in the command
+    (`beam_options.job_failure` makes that one clear line), and the one
+    reading the job's messages dies with the same gRPC error, which Python
+    prints as a traceback beside that line."""
+    hook = hook or threading.excepthook
+
+    def excepthook(args) -> None:
+        if not _in_beams_code(args.exc_traceback):
+            hook(args)
+
+    return excepthook
+
+
 def configure(verbose: bool) -> None:
     """Logging for a `genni` process: ours at INFO with -v, else WARNING;
-    libraries' (TensorFlow, absl, Beam) only errors unless -v."""
+    libraries' (TensorFlow, absl, Beam) only errors unless -v, and no
+    traceback from a thread of Beam's (`_quiet_beam_threads`)."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -150,6 +178,9 @@ def configure(verbose: bool) -> None:
     for handler in logging.getLogger().handlers:
         handler.addFilter(_not_beams)
     logging.getLogger("genni").setLevel(logging.WARNING)
+    if not getattr(threading.excepthook, "quiets_beam", False):
+        threading.excepthook = _quiet_beam_threads()
+        threading.excepthook.quiets_beam = True
     for name in ("apache_beam", "tensorflow", "absl", "keras_tuner", "h5py"):
         logging.getLogger(name).setLevel(logging.ERROR)
 

@@ -235,3 +235,45 @@ def test_a_worker_killed_mid_job_fails_clearly_or_finishes(tmp_path):
         assert reported and "Nothing was written" in said, said[-2000:]
         assert "Traceback" not in said  # One clear message, not the workers'.
         assert not out.exists()
+
+
+# Beam's own PipelineResult watching a job whose job service stops answering:
+# its state stream and its message stream end with the same error, the first
+# in the state watcher (raised in the command), the second in the thread that
+# reads the job's messages.
+_LOST_JOB = """
+import sys, threading
+from genni.pipeline.cli import quiet
+quiet.configure(verbose=sys.argv[1] == "-v")
+from apache_beam.runners.portability.portable_runner import PipelineResult
+
+def lost():
+    yield from ()
+    raise ConnectionError("the job service stopped answering")
+
+try:
+    PipelineResult(None, "job-1", lost(), lost()).wait_until_finish()
+except ConnectionError as error:
+    print("raised:", error)
+for thread in threading.enumerate():
+    if thread.name == "wait_until_finish_read":
+        thread.join(30)
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_lost_job_service_gives_no_thread_traceback_unless_verbose(verbose):
+    """The killed-worker test, made certain: without -v the command shows the
+    one error it raises, not a traceback from Beam's message thread; with -v
+    that traceback shows."""
+    flag = "-v" if verbose else "-"
+    said = subprocess.run(
+        [sys.executable, "-c", _LOST_JOB, flag],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_USE_LEGACY_KERAS": "1"},
+    )
+    assert "raised: the job service stopped answering" in said.stdout
+    shown = "Exception in thread wait_until_finish_read" in said.stderr
+    assert shown == verbose, said.stderr[-2000:]
