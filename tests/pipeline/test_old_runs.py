@@ -19,13 +19,13 @@ OLD_RUNS = Path(__file__).resolve().parents[1] / "data" / "old_runs"
 EXPECTED = json.loads((OLD_RUNS / "expected.json").read_text())
 MODEL = ["--hidden-size", "8", "--num-layers", "1", "--num-heads", "1"]
 FLAGS = {
-    # The recommended preset's floor of optimizer steps and its encoder came
-    # after this run: it resumes without a floor, as SASRec (without the
-    # flags --resume refuses, naming them).
+    # The recommended preset's floor of optimizer steps, its encoder and its
+    # learning-rate decay came after this run: it resumes without a floor, as
+    # SASRec, at a constant rate (without each flag --resume refuses).
     "recommended": [
         *MODEL,
         *("--batch-size", "64", "--epochs", "2"),
-        *("--min-steps", "0", "--encoder", "sasrec"),
+        *("--min-steps", "0", "--encoder", "sasrec", "--lr-half-life", "0"),
     ],
     "capped": [
         "--preset",
@@ -99,7 +99,6 @@ def test_an_old_run_resumes_with_the_flags_it_was_started_with(
         cli.build_parser().parse_args([*args, "--bogus"])
     assert cli.main([*args, "--alpha", "0.3", "--resume"]) == cli.EXIT_USAGE
     if name == "recommended":
-        floorless = [a for a in args if a not in ("--min-steps", "0")]
-        assert cli.main([*floorless, "--resume"]) == cli.EXIT_USAGE
-        as_default = [a for a in args if a not in ("--encoder", "sasrec")]
-        assert cli.main([*as_default, "--resume"]) == cli.EXIT_USAGE
+        for flag in ("--min-steps", "--encoder", "--lr-half-life"):
+            at = args.index(flag)  # Without it: the preset's, not the run's.
+            assert cli.main([*args[:at], *args[at + 2 :], "--resume"]) == cli.EXIT_USAGE
