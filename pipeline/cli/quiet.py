@@ -125,24 +125,27 @@ def worker_stderr_filtered():
         thread.join(timeout=10)
 
 
+_BEAMS = f"{os.sep}apache_beam{os.sep}"  # In the path of Beam's every module.
+
+
 def _not_beams(record: logging.LogRecord) -> bool:
     """Drops what Beam's code logs, whatever its logger (a portable job's
     messages are re-logged on the root logger, with the workers' tracebacks):
     a failed job reaches the command as an exception with one clear message
     (`beam_options.job_failure`). With -v it all shows."""
-    return f"{os.sep}apache_beam{os.sep}" not in record.pathname
+    return _BEAMS not in record.pathname
 
 
 def _in_beams_code(trace) -> bool:
     """Whether a traceback passes through Beam's code."""
     while trace is not None:
-        if f"{os.sep}apache_beam{os.sep}" in trace.tb_frame.f_code.co_filename:
+        if _BEAMS in trace.tb_frame.f_code.co_filename:
             return True
         trace = trace.tb_next
     return False
 
 
-def _quiet_beam_threads(hook=None):
+def _quiet_beam_threads(hook):
     """A `threading.excepthook` that drops what a thread of Beam's raises and
     hands any other thread's exception to `hook` (the one in place).
 
@@ -151,12 +154,12 @@ def _quiet_beam_threads(hook=None):
     (`beam_options.job_failure` makes that one clear line), and the one
     reading the job's messages dies with the same gRPC error, which Python
     prints as a traceback beside that line."""
-    hook = hook or threading.excepthook
 
     def excepthook(args) -> None:
         if not _in_beams_code(args.exc_traceback):
             hook(args)
 
+    excepthook.quiets_beam = True  # Installed once, however often configured.
     return excepthook
 
 
@@ -179,8 +182,7 @@ def configure(verbose: bool) -> None:
         handler.addFilter(_not_beams)
     logging.getLogger("genni").setLevel(logging.WARNING)
     if not getattr(threading.excepthook, "quiets_beam", False):
-        threading.excepthook = _quiet_beam_threads()
-        threading.excepthook.quiets_beam = True
+        threading.excepthook = _quiet_beam_threads(threading.excepthook)
     for name in ("apache_beam", "tensorflow", "absl", "keras_tuner", "h5py"):
         logging.getLogger(name).setLevel(logging.ERROR)
 

@@ -182,14 +182,9 @@ def test_preprocess_and_batch_recommend_on_the_portable_runner(exported, tmp_pat
 def _stop_job_service(flags: list[str]) -> None:
     """Kill the job service `beam_services` started for `flags`."""
     port = next(f for f in flags if f.startswith("--job_endpoint=")).rsplit(":")[-1]
-    found = subprocess.run(
-        ["pgrep", "-f", f"local_job_service_main --port {port}"],
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    for pid in found:
+    for pid in _pids(f"local_job_service_main --port {port}"):
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(int(pid), signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -202,12 +197,17 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _sdk_workers() -> list[int]:
-    """This machine's Beam SDK worker processes (the pool's children)."""
+def _pids(pattern: str) -> list[int]:
+    """This machine's processes whose command line matches `pattern`."""
     found = subprocess.run(
-        ["pgrep", "-f", "SdkHarness"], capture_output=True, text=True
+        ["pgrep", "-f", pattern], capture_output=True, text=True
     ).stdout.split()
     return [int(pid) for pid in found]
+
+
+def _sdk_workers() -> list[int]:
+    """This machine's Beam SDK worker processes (the pool's children)."""
+    return _pids("SdkHarness")
 
 
 def test_a_worker_killed_mid_job_fails_clearly_or_finishes(tmp_path):
