@@ -24,7 +24,7 @@ import time
 import numpy as np
 from _common import machine, write_results
 
-from genni.pipeline.cli import quiet
+from genni.pipeline import quiet
 from research.commands import relative, shell_line
 
 

@@ -30,8 +30,9 @@ import numpy as np
 from _common import beauty_data, free_port, publish
 
 from genni.components import schema
-from genni.pipeline.cli import quiet
+from genni.pipeline import quiet
 from genni.pipeline.serving import batch, export
+from genni.pipeline.serving.probe import serve_command
 
 AGREEMENT_USERS = 200
 TOLERANCE = 1e-5
@@ -112,18 +113,7 @@ def rest_predict(port: int, histories: list[list[str]], k: int) -> list[dict]:
 
 def start_server(base: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "genni.pipeline.cli.main",
-        "serve",
-        "--model-base-path",
-        base,
-        "--rest-port",
-        str(port),
-        "--grpc-port",
-        str(free_port()),
-    ]
+    command = serve_command(base, port, free_port())
     server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     line = server.stdout.readline()
     if not line.startswith("Serving"):

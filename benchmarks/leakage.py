@@ -26,7 +26,7 @@ import time
 import numpy as np
 from _common import SHARED_DATA, machine, write_results
 
-from genni.pipeline.cli import replay
+from genni.pipeline.loop import cases
 from genni.pipeline.preprocess import beam as preprocess
 from genni.pipeline.preprocess.config import PreprocessConfig
 from genni.pipeline.training import train
@@ -109,7 +109,7 @@ def main() -> None:
                 }
                 runs.append(run)
                 print(run, flush=True)
-    _, _, events = replay.read_log(args.input)
+    _, _, events = cases.read_log(args.input)
     leak = future_share(events)
     command = (
         f"python benchmarks/leakage.py --input {os.path.relpath(args.input)} "

@@ -136,7 +136,7 @@ def serve_stage(model_base: str, histories: list, args, ann: bool = False) -> di
     """`genni serve` on the export (`--ann`: top-K from its ANN index): latency
     p50/p99 of REST and gRPC at each concurrency, each history's top 10, then
     its peak RSS (VmHWM) before it stops."""
-    from genni.pipeline.cli import quiet
+    from genni.pipeline import quiet
 
     quiet.configure(verbose=False)
     quiet.start_quietly()  # The gRPC client imports TensorFlow.

@@ -27,7 +27,7 @@ import time
 
 from _common import SHARED_DATA, machine, write_results
 
-from genni.pipeline.cli import replay
+from genni.pipeline.loop import cases
 from genni.pipeline.preprocess import beam as preprocess
 from genni.pipeline.preprocess import outputs
 from genni.pipeline.preprocess.config import PreprocessConfig
@@ -44,9 +44,9 @@ VARIANTS = (
 def cut_log(source: str, target: str, days: float) -> float:
     """Write the lines of `source` whose events came at least `days` days
     before its last one (a header line kept); returns the cut time."""
-    lines, times, _ = replay.read_log(source)
-    cut = max(t for ts in times for t in ts) - days * replay.DAY
-    replay.write_cut(lines, times, cut, target)
+    lines, times, _ = cases.read_log(source)
+    cut = max(t for ts in times for t in ts) - days * cases.DAY
+    cases.write_cut(lines, times, cut, target)
     return cut
 
 

@@ -6,8 +6,8 @@ One import name for the three folders of the repository (setup.py maps them):
   samplers, losses, metrics, schedules) and the data contract models need
   (feature schema, packing).
 - `genni.models`: SASRec, the TFRS retrieval model, S3-Rec.
-- `genni.pipeline`: what runs: `preprocess` (Beam), `training`, `serving`
-  and `cli` (the `genni` command).
+- `genni.pipeline`: what runs: `preprocess` (Beam), `training`, `serving`,
+  `loop` (the pipeline and its replay) and `cli` (the `genni` command).
 
 The paper-reproduction tooling (`research/`) stays in the clone.
 

@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m research.report` (or `make report`): run and render."""
-    from genni.pipeline.cli import quiet
+    from genni.pipeline import quiet
 
     args = build_parser().parse_args(argv)
     quiet.configure(False)

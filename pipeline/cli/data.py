@@ -8,6 +8,7 @@ come after logging is set up).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -15,106 +16,8 @@ import time
 from genni.components import schema
 from genni.pipeline.preprocess import formats, sequences, synthetic
 from genni.pipeline.preprocess.config import DEFAULT_MAX_KCORE_ROUNDS, PreprocessConfig
+from genni.pipeline.preprocess.summary import format_stats
 from genni.pipeline.preprocess.synthetic import SyntheticConfig
-
-
-def format_stats(stats: dict) -> str:
-    """The dataset table and what each filter removed, for people."""
-    kcore = stats["kcore"]
-    rows = [
-        ("format", stats["format"]),
-        ("lines read", f"{stats['lines_read']:,}"),
-        ("malformed lines (dead letter)", f"{stats['malformed_lines']:,}"),
-        ("events dropped by rating", f"{stats['dropped_by_rating']:,}"),
-        ("duplicate events dropped", f"{stats['duplicate_events']:,}"),
-        (
-            f"{stats['min_count']}-core removed",
-            f"{kcore['users_removed']:,} users, {kcore['items_removed']:,} items"
-            + (
-                f" ({100 * kcore['items_removed'] / kcore['items_before']:.1f}% of "
-                "the catalog)"
-                if kcore.get("items_before")
-                else ""
-            )
-            + f", {kcore['events_removed']:,} events in {kcore['rounds']} rounds",
-        ),
-        ("users", f"{stats['users']:,}"),
-        ("items", f"{stats['items']:,}"),
-        ("events", f"{stats['events']:,}"),
-        ("avg length", f"{stats['avg_length']:.2f}"),
-        ("sparsity", f"{100 * stats['sparsity']:.2f}%"),
-        (
-            "examples train/valid/test",
-            "/".join(f"{stats['examples'][s]:,}" for s in schema.SPLITS),
-        ),
-    ]
-    split = stats.get("time_split")
-    if split:
-        rows += [
-            (
-                "split by time",
-                f"validation from {split['valid_cutoff']} ({split['valid_days']:g} "
-                f"days), test from {split['test_cutoff']} ({split['test_days']:g} "
-                "days); training: the events before the validation cutoff",
-            ),
-            (
-                "scoreable cases",
-                f"valid {split.get('valid_scoreable_cases', 0):,}, test "
-                f"{split.get('test_scoreable_cases', 0):,} (a target the vocabulary "
-                "knows)"
-                + (
-                    f"; at least {split['min_cases']:,} asked"
-                    if split.get("min_cases")
-                    else ""
-                )
-                + (
-                    f"; windows widened from {split['asked_days']['valid']:g} + "
-                    f"{split['asked_days']['test']:g} days"
-                    if split.get("asked_days")
-                    else ""
-                ),
-            ),
-            (
-                "targets that are new items",
-                f"valid {split['valid_new_item_targets']:,} of "
-                f"{split['valid_cases']:,} ({100 * split['valid_new_item_share']:.1f}%)"
-                f", test {split['test_new_item_targets']:,} of "
-                f"{split['test_cases']:,} ({100 * split['test_new_item_share']:.1f}%)"
-                "; each a miss"
-                + (
-                    f"; of them removed by the {stats['min_count']}-core: valid "
-                    f"{split['valid_kcore_removed_targets']:,}, test "
-                    f"{split['test_kcore_removed_targets']:,}"
-                    if "test_kcore_removed_targets" in split
-                    else ""
-                ),
-            ),
-        ]
-    repeats = stats.get("repeats")
-    if repeats:
-        rows.append(
-            (
-                "repeated items",
-                f"{100 * repeats['event_share']:.1f}% of events; targets that "
-                f"repeat an earlier item: valid {repeats['valid_targets']:,} "
-                f"({100 * repeats['valid_share']:.1f}%), test "
-                f"{repeats['test_targets']:,} ({100 * repeats['test_share']:.1f}%)",
-            )
-        )
-    attributes = stats.get("item_attributes")
-    if attributes:
-        rows.append(
-            (
-                "item attributes",
-                f"{attributes['attributes']:,} attributes, "
-                f"{attributes['items_with_attributes']:,} items with some, "
-                f"{attributes['items_without_attributes']:,} without, "
-                f"{attributes.get('malformed_metadata_lines', 0):,} unreadable "
-                "metadata lines",
-            )
-        )
-    width = max(len(name) for name, _ in rows)
-    return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)
 
 
 def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
@@ -219,22 +122,24 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def preprocess_config_from_args(args: argparse.Namespace) -> PreprocessConfig:
-    return PreprocessConfig(
-        input=args.input,
-        output=args.output,
-        format=args.format,
-        min_count=args.min_count,
-        min_rating=args.min_rating,
-        max_len=args.max_len,
-        item_attributes=args.item_attributes,
-        overwrite=args.overwrite,
-        max_kcore_rounds=args.max_kcore_rounds,
-        split=args.split,
-        test_days=args.test_days,
-        valid_days=args.valid_days,
-        previous=args.previous,
-        min_cases=args.min_cases,
-    )
+    """`genni preprocess`'s settings: each of its flags is a field."""
+    return from_args(PreprocessConfig, args)
+
+
+# `genni synth`'s settings flags: SyntheticConfig's fields (type and default
+# from the field), with a help line where one is needed.
+SYNTH_FLAGS = {
+    "num_users": None,
+    "num_items": None,
+    "mean_length": None,
+    "transition_prob": "Chance that the next item follows the planted transition "
+    "graph.",
+    "zipf_exponent": "Popularity skew of the items drawn outside the graph "
+    "(default %(default)s). A large catalog needs a flatter one (e.g. 0.5) and "
+    "enough events for most items to pass the 5-core "
+    "(benchmarks/results/scale_log.md).",
+    "seed": None,
+}
 
 
 def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
@@ -242,24 +147,10 @@ def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output", required=True, help="File to write (.json or .json.gz)."
     )
-    parser.add_argument("--num-users", type=int, default=defaults.num_users)
-    parser.add_argument("--num-items", type=int, default=defaults.num_items)
-    parser.add_argument("--mean-length", type=float, default=defaults.mean_length)
-    parser.add_argument(
-        "--transition-prob",
-        type=float,
-        default=defaults.transition_prob,
-        help="Chance that the next item follows the planted transition graph.",
-    )
-    parser.add_argument(
-        "--zipf-exponent",
-        type=float,
-        default=defaults.zipf_exponent,
-        help="Popularity skew of the items drawn outside the graph (default "
-        "%(default)s). A large catalog needs a flatter one (e.g. 0.5) and enough "
-        "events for most items to pass the 5-core (benchmarks/results/scale_log.md).",
-    )
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    for name, help_line in SYNTH_FLAGS.items():
+        default = getattr(defaults, name)
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=type(default), default=default, help=help_line)
     parser.add_argument(
         "--shuffle-buffer",
         type=int,
@@ -271,14 +162,20 @@ def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def synth_config_from_args(args: argparse.Namespace) -> SyntheticConfig:
-    return SyntheticConfig(
-        num_users=args.num_users,
-        num_items=args.num_items,
-        mean_length=args.mean_length,
-        transition_prob=args.transition_prob,
-        zipf_exponent=args.zipf_exponent,
-        seed=args.seed,
-    )
+    return from_args(SyntheticConfig, args, SYNTH_FLAGS)
+
+
+def from_args(cls, args: argparse.Namespace, names=None):
+    """A settings dataclass from the flags of its fields (`names`; default:
+    every field)."""
+    names = names or [f.name for f in dataclasses.fields(cls)]
+    return cls(**{name: getattr(args, name) for name in names})
+
+
+def say_dead_letters(count: int, directory: str) -> None:
+    """The line a command prints when it set malformed lines aside."""
+    if count:
+        print(f"{count:,} malformed lines set aside in {directory}/")
 
 
 def _preprocess(args: argparse.Namespace, beam_args: list[str]) -> int:
@@ -293,11 +190,8 @@ def _preprocess(args: argparse.Namespace, beam_args: list[str]) -> int:
     )
     print(f"Done in {time.perf_counter() - start:.1f} s.")
     print(format_stats(stats))
-    if stats["malformed_lines"]:
-        print(
-            f"{stats['malformed_lines']:,} malformed lines set aside in "
-            f"{os.path.join(config.output, schema.DEAD_LETTER_DIR)}/"
-        )
+    dead_letters = os.path.join(config.output, schema.DEAD_LETTER_DIR)
+    say_dead_letters(stats["malformed_lines"], dead_letters)
     return 0
 
 

@@ -12,7 +12,7 @@ import os
 import sys
 
 from genni.components import schema
-from genni.pipeline.cli import quiet
+from genni.pipeline import quiet
 from genni.pipeline.cli.main import set_process_environment
 
 

@@ -1,5 +1,5 @@
 """The `genni` command: the parser assembled from one module per command group
-(`data`, `training`, `serving`, `workflow`), and the process set-up.
+(`data`, `training`, `serving`, `batch`, `loop`), and the process set-up.
 
     genni synth --output log.json.gz            # a synthetic review log
     genni preprocess --input 'logs/*.json.gz' --output data/
@@ -19,17 +19,10 @@ import argparse
 import os
 import sys
 
-from genni.pipeline.cli import (
-    beam_flags,
-    data,
-    quiet,
-    replay,
-    serving,
-    training,
-    workflow,
-)
-from genni.pipeline.cli.data import format_stats
-from genni.pipeline.cli.training import format_metrics, format_table
+from genni.pipeline import quiet
+from genni.pipeline.cli import batch, beam_flags, data, loop, serving, training
+from genni.pipeline.preprocess.summary import format_stats
+from genni.pipeline.training.summary import format_metrics, format_table
 
 __all__ = [
     "EXIT_USAGE",
@@ -70,12 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     training.add_tune(commands)
     serving.add_export(commands)
     serving.add_serve(commands)
-    serving.add_ann_index(commands)
+    batch.add_ann_index(commands)
     serving.add_recommend(commands)
-    serving.add_batch_recommend(commands)
+    batch.add_batch_recommend(commands)
     data.add_stats(commands)
-    workflow.add_pipeline(commands)
-    replay.add_replay(commands)
+    loop.add_pipeline(commands)
+    loop.add_replay(commands)
     return parser
 
 

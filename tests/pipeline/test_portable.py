@@ -150,15 +150,7 @@ def same_answers(a: str, b: str, tolerance: float = 1e-5) -> list[str]:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("portable")
-    _, base, _, _ = train_and_export(
-        root,
-        num_users=300,
-        num_items=60,
-        seed=3,
-        max_len=8,
-        hidden_size=16,
-        heads=1,
-    )
+    _, base, _, _ = train_and_export(root, num_users=300, num_items=60, seed=3)
     return root / "log.json.gz", base
 
 
@@ -276,7 +268,7 @@ def test_a_worker_killed_mid_job_fails_clearly_or_finishes(tmp_path):
 # reads the job's messages.
 _LOST_JOB = """
 import sys, threading
-from genni.pipeline.cli import quiet
+from genni.pipeline import quiet
 quiet.configure(verbose=sys.argv[1] == "-v")
 from apache_beam.runners.portability.portable_runner import PipelineResult
 

@@ -95,7 +95,7 @@ def test_a_compressed_log_cut_anywhere_is_an_error_on_every_path(tmp_path, suffi
     three quarters of its bytes and one byte short. Beam's reader (preprocess,
     batch-recommend), the in-memory reader and `genni replay`'s reader all
     refuse it, naming the file; before, Beam's read the half it had."""
-    from genni.pipeline.cli import replay
+    from genni.pipeline.loop import cases
 
     head = "user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
     text = head + "\n".join(f"u{n % 97}\ti{n % 13}\t5\t{n}" for n in range(3000))
@@ -117,7 +117,7 @@ def test_a_compressed_log_cut_anywhere_is_an_error_on_every_path(tmp_path, suffi
         with pytest.raises(ValueError, match=named):
             inmemory.run(config)
         with pytest.raises(ValueError, match=named):
-            replay.read_log(str(log))
+            cases.read_log(str(log))
         with pytest.raises(ValueError, match=named):  # batch-recommend's check.
             list(outputs.iter_lines(str(log)))
     # Beam's reader meets every cut through the same `outputs.open_log`.
@@ -137,7 +137,7 @@ def test_a_compressed_log_cut_anywhere_is_an_error_on_every_path(tmp_path, suffi
         )
     )
     assert stats["events_read"] == 3000
-    assert sum(len(events) for events in replay.read_log(str(log))[2].values()) == 3000
+    assert sum(len(events) for events in cases.read_log(str(log))[2].values()) == 3000
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import json
 import yaml
 
 from genni.pipeline.cli import main as cli
-from genni.pipeline.cli import replay
+from genni.pipeline.loop import replay
 from genni.pipeline.training import model
 from tests.pipeline.test_workflow import TINY, _timed_log
 

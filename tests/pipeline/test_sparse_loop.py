@@ -12,7 +12,7 @@ import yaml
 
 from genni.components import schema
 from genni.pipeline.cli import main as cli
-from genni.pipeline.cli import workflow
+from genni.pipeline.loop import run_pipeline
 from genni.pipeline.preprocess import inmemory, windows
 from genni.pipeline.preprocess.config import PreprocessConfig
 from genni.pipeline.serving import export, guard
@@ -100,12 +100,12 @@ def test_a_run_with_no_validation_hit_is_flagged_and_not_published(tmp_path, cap
     path.write_text(yaml.safe_dump(config))
     assert cli.main(["pipeline", "--config", str(path)]) == 3
     out = capsys.readouterr().out
-    result = workflow.run(workflow.load_config(str(path)), log=lambda _: None)
-    metrics = rundir.read_json(os.path.join(result["run"], rundir.METRICS_FILE))
+    result = run_pipeline(str(path), log=lambda _: None)
+    metrics = rundir.read_json(os.path.join(result.run, rundir.METRICS_FILE))
     assert metrics["validation_signal"] is False
     assert metrics["cases"]["valid"] == {"cases": 30, "scoreable": 0}
     assert "chosen on no signal" in out
-    decision = result["export"]
+    decision = result.export
     assert decision["decision"] == "refused" and "no signal" in decision["why"]
     assert decision["candidate"] is None  # Refused before it was measured.
     # Nothing was published (no baseline: nothing serves).
@@ -138,29 +138,29 @@ def test_the_published_model_has_learned_the_last_window(tmp_path):
         "train": {**TINY, "candidates": "all"},  # Users walk a ring.
         "export": {"k": 5, "baseline": "none", "refit": True},
     }
-    result = workflow.run(config, log=lambda _: None)
-    decision = result["export"]
+    result = run_pipeline(config, log=lambda _: None)
+    decision = result.export
     assert decision["decision"] == "published"
-    assert decision["judged_run"] == result["run"] != decision["run"]
-    assert decision["run"] == result["refit"]
+    assert decision["judged_run"] == result.run != decision["run"]
+    assert decision["run"] == result.refit
     # The judged run never met "late"; the published one learned its events.
-    judged_items = (Path(result["data"]) / schema.ITEMS_FILE).read_text()
+    judged_items = (Path(result.data) / schema.ITEMS_FILE).read_text()
     assert "late" not in judged_items.split()
     top_k = guard.top_k_signature(decision["path"])
     import tensorflow as tf
 
     served = top_k(history=tf.constant([["i1", "i2"]]), k=tf.constant(1_000))
     assert b"late" in served[export.ITEM_IDS].numpy()[0].tolist()
-    refit_data = rundir.read_json(os.path.join(result["refit"], rundir.CONFIG_FILE))[
+    refit_data = rundir.read_json(os.path.join(result.refit, rundir.CONFIG_FILE))[
         "data"
     ]
     learned = (Path(refit_data) / schema.SEQUENCES_FILE).read_text()
     assert "late" in learned
     # The refit trained the judged run's best epoch count, with no validation.
-    judged = rundir.read_json(os.path.join(result["run"], rundir.METRICS_FILE))
-    refit = rundir.read_json(os.path.join(result["refit"], rundir.METRICS_FILE))
+    judged = rundir.read_json(os.path.join(result.run, rundir.METRICS_FILE))
+    refit = rundir.read_json(os.path.join(result.refit, rundir.METRICS_FILE))
     assert refit["epochs_run"] == judged["best_epoch"] and refit["valid"] == {}
     # Run again: every step is up to date, nothing new trained or published.
-    again = workflow.run(config, log=lambda _: None)
-    assert again["refit"] == result["refit"] and again["run"] == result["run"]
+    again = run_pipeline(config, log=lambda _: None)
+    assert again.refit == result.refit and again.run == result.run
     assert guard.served_version(os.path.join(config["workdir"], "models")) == 1

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 import yaml
 
 from genni.pipeline.cli import main as cli
-from genni.pipeline.cli import workflow
+from genni.pipeline.loop import PipelineResult, run_pipeline, steps
+from genni.pipeline.loop import config as loop_config
 from genni.pipeline.preprocess import beam, synthetic
 from genni.pipeline.serving import guard
 from genni.pipeline.training import train
@@ -40,6 +42,18 @@ def pipeline_file(tmp_path):
     return write
 
 
+@pytest.fixture
+def no_command_line(monkeypatch):
+    """Fails a call that parses the `genni` command line or starts a process."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the loop's functions parse no command, start nothing")
+
+    for name in ("main", "build_parser"):
+        monkeypatch.setattr(cli, name, refuse)
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+
+
 def _never(*args, **kwargs):
     raise AssertionError("this step should have been skipped")
 
@@ -63,21 +77,21 @@ def test_second_run_does_nothing(pipeline_file, monkeypatch, capsys):
     # The export step is up to date only for the same export settings.
     path = pipeline_file(export={"k": 3, "baseline": "none"})
     with pytest.raises(AssertionError, match="skipped"):
-        workflow.run(workflow.load_config(path), log=lambda _: None)
+        run_pipeline(path, log=lambda _: None)
 
 
 def test_changed_settings_train_and_guard_a_new_run(pipeline_file, capsys):
-    first = workflow.run(workflow.load_config(pipeline_file()), log=lambda _: None)
+    first = run_pipeline(pipeline_file(), log=lambda _: None)
     # Barely trained: worse than what serves, so it is refused, and the
     # refusal is remembered against the same served version.
     worse = dict(TINY, epochs=1, learning_rate=1e-6)
     path = pipeline_file(train=worse)
-    second = workflow.run(workflow.load_config(path), log=lambda _: None)
-    assert second["run"] != first["run"]
-    assert second["export"]["decision"] == "refused"
+    second = run_pipeline(path, log=lambda _: None)
+    assert second.run != first.run
+    assert second.export["decision"] == "refused"
     assert cli.main(["pipeline", "--config", path]) == 3
     assert "refused before against version 1" in capsys.readouterr().out
-    base = os.path.dirname(first["export"]["path"])
+    base = os.path.dirname(first.export["path"])
     with open(os.path.join(base, guard.DECISIONS_FILE)) as f:
         assert [json.loads(line)["decision"] for line in f] == [
             "published",
@@ -86,35 +100,35 @@ def test_changed_settings_train_and_guard_a_new_run(pipeline_file, capsys):
 
 
 def test_the_train_section_starts_from_genni_trains_default_preset():
-    run = workflow.train_config({"train": {"epochs": 2}}, "D", {})
+    run = loop_config.train_config({"train": {"epochs": 2}}, "D", {})
     assert (run.loss, run.sampler.num_negatives, run.sampler.alpha, run.epochs) == (
         "sampled_softmax",
         64,
         1.0,
         2,
     )
-    paper = workflow.train_config({"train": {"preset": "paper"}}, "D", {})
+    paper = loop_config.train_config({"train": {"preset": "paper"}}, "D", {})
     assert (paper.loss, paper.sampler.num_negatives, paper.sampler.alpha) == (
         "bce",
         1,
         2.5,
     )
-    tuned = workflow.train_config({"train": {"preset": "paper"}}, "D", {"alpha": 4})
+    tuned = loop_config.train_config({"train": {"preset": "paper"}}, "D", {"alpha": 4})
     assert tuned.sampler.alpha == 4  # The tuned settings win.
     with pytest.raises(ValueError, match="Unknown preset"):
-        workflow.train_config({"train": {"preset": "fast"}}, "D", {})
+        loop_config.train_config({"train": {"preset": "fast"}}, "D", {})
 
 
 def test_new_input_is_preprocessed_again(pipeline_file, tmp_path, monkeypatch):
     path = pipeline_file()
-    config = workflow.load_config(path)
-    workflow.step_preprocess(config, log=lambda _: None)
+    config = loop_config.load_config(path)
+    steps.step_preprocess(config, log=lambda _: None)
     monkeypatch.setattr(beam, "preprocess", _never)
-    workflow.step_preprocess(config, log=lambda _: None)  # Up to date.
+    steps.step_preprocess(config, log=lambda _: None)  # Up to date.
     log = tmp_path / "logs" / "reviews.json.gz"
     os.utime(log, (1, 1))  # The input changed.
     with pytest.raises(AssertionError, match="skipped"):
-        workflow.step_preprocess(config, log=lambda _: None)
+        steps.step_preprocess(config, log=lambda _: None)
 
 
 @pytest.mark.parametrize(
@@ -155,7 +169,7 @@ def test_bad_pipeline_files(tmp_path, text, message, capsys, monkeypatch):
 
 def test_a_yaml_float_like_1e_3_is_a_float():
     config = {"input": "x", "workdir": "w", "train": {"learning_rate": "1e-3"}}
-    assert workflow.train_config(config, "D", {}).learning_rate == 0.001
+    assert loop_config.train_config(config, "D", {}).learning_rate == 0.001
 
 
 def _timed_log(path, users, days, items, new=0):
@@ -191,45 +205,50 @@ def _loop_config(tmp_path, **export):
     }
 
 
-def test_the_nightly_loop_warm_starts_from_the_served_run(tmp_path, capsys):
+def test_the_nightly_loop_warm_starts_from_the_served_run(
+    tmp_path, capsys, no_command_line
+):
+    """`run_pipeline` as a scheduler calls it, night after night: a mapping of
+    settings in, a `PipelineResult` out, no command line."""
     from genni.models.encoders import registry as encoders
     from genni.pipeline.preprocess import outputs
     from genni.pipeline.training import model
 
     logs = tmp_path / "logs"
     config = _loop_config(tmp_path)
-    first = workflow.run(config, log=print)
-    assert model.read_config(first["run"]).warm_start is None  # Nothing served.
-    assert first["export"]["decision"] == "published"
+    first = run_pipeline(config, log=print)
+    assert isinstance(first, PipelineResult) and first.published
+    assert model.read_config(first.run).warm_start is None  # Nothing served.
+    assert first.export["decision"] == "published"
     # The log grows by twenty days, with new items.
     _timed_log(logs / "b.json", 30, range(40, 60, 2), 20, new=3)
-    second = workflow.run(config, log=print)
+    second = run_pipeline(config, log=print)
     out = capsys.readouterr().out
-    assert f"keeping the ids of {first['data']}" in out
-    assert model.read_config(second["run"]).warm_start == first["run"]
-    _, old_items = outputs.read_vocabulary(first["data"])
-    _, new_items = outputs.read_vocabulary(second["data"])
+    assert f"keeping the ids of {first.data}" in out
+    assert model.read_config(second.run).warm_start == first.run
+    _, old_items = outputs.read_vocabulary(first.data)
+    _, new_items = outputs.read_vocabulary(second.data)
     assert new_items[: len(old_items)] == old_items and len(new_items) > len(old_items)
-    assert second["export"]["decision"] in ("published", "refused")
+    assert second.export["decision"] in ("published", "refused")
     # The same log again: nothing to do, whichever version serves.
-    third = workflow.run(config, log=print)
-    assert third["run"] in (first["run"], second["run"])
+    third = run_pipeline(config, log=print)
+    assert third.run in (first.run, second.run)
     assert "train: up to date" in capsys.readouterr().out
     # Another model (here: another encoder) cannot take the served weights:
     # the run trains from scratch and the log says why.
-    served = model.read_config(third["run"]).model.encoder
+    served = model.read_config(third.run).model.encoder
     other = next(name for name in encoders.names() if name != served)
-    fourth = workflow.run(
+    fourth = run_pipeline(
         {**config, "train": {**config["train"], "encoder": other}}, log=print
     )
-    assert model.read_config(fourth["run"]).warm_start is None
+    assert model.read_config(fourth.run).warm_start is None
     out = capsys.readouterr().out
     assert f"its model differs (encoder {served} vs {other})" in out
 
 
 def test_warm_start_takes_served_only():
     with pytest.raises(ValueError, match="takes `served`"):
-        workflow.train_config({"train": {"warm_start": "runs/x"}}, "D", {})
+        loop_config.train_config({"train": {"warm_start": "runs/x"}}, "D", {})
 
 
 def test_the_loop_with_refits_warm_starts_from_the_served_refit(tmp_path, capsys):
@@ -241,19 +260,19 @@ def test_the_loop_with_refits_warm_starts_from_the_served_refit(tmp_path, capsys
 
     logs = tmp_path / "logs"
     config = _loop_config(tmp_path, refit=True)
-    first = workflow.run(config, log=print)
-    assert first["export"]["decision"] == "published"
-    assert first["export"]["run"] == first["refit"] != first["run"]
-    refit_data = model.read_config(first["refit"]).data
+    first = run_pipeline(config, log=print)
+    assert first.export["decision"] == "published"
+    assert first.export["run"] == first.refit != first.run
+    refit_data = model.read_config(first.refit).data
     _timed_log(logs / "b.json", 30, range(40, 60, 2), 20, new=3)
-    second = workflow.run(config, log=print)
+    second = run_pipeline(config, log=print)
     out = capsys.readouterr().out
     assert f"keeping the ids of {refit_data}" in out
-    assert model.read_config(second["run"]).warm_start == first["refit"]
-    assert model.read_config(second["refit"]).warm_start == first["refit"]
+    assert model.read_config(second.run).warm_start == first.refit
+    assert model.read_config(second.refit).warm_start == first.refit
     _, old_items = outputs.read_vocabulary(refit_data)
-    _, new_items = outputs.read_vocabulary(second["data"])
+    _, new_items = outputs.read_vocabulary(second.data)
     assert new_items[: len(old_items)] == old_items
     # The served refit was judged by its judged run, measured afresh. (A
     # rerun is up to date: test_sparse_loop.)
-    assert second["export"]["served"] is not None
+    assert second.export["served"] is not None

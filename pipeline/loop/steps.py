@@ -1,15 +1,6 @@
-"""`genni pipeline --config pipeline.yaml`: the steps from logs to the served
-model, in order, each skipped when its output for the same inputs and settings
-already exists.
-
-    input: logs/*.json.gz          # review logs, any format `genni preprocess` reads
-    workdir: work                  # data/, tune/, runs/ and models/ go here
-    preprocess: {min_count: 5}     # `genni preprocess` settings (optional;
-                                   #   split: time, test_days: 7 for the loop)
-    tune: {max_trials: 8}          # optional: search first, train the best found
-    train: {sampler: genni}        # `genni train` settings (optional; preset: paper;
-                                   #   warm_start: served for the nightly loop)
-    export: {k: 10, max_regression: 0.0, split: valid}
+"""The pipeline's steps, each skipped when its output for the same inputs and
+settings already exists (the stamps); `genni.pipeline.loop.pipeline` runs
+them in order.
 
 The steps are the plain commands' functions, not a scheduler: a step is
 skipped when
@@ -35,112 +26,15 @@ trains from scratch and says so.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import glob
 import hashlib
 import json
 import os
 
 from genni.components import schema
-from genni.components.settings import (
-    NON_NEGATIVE,
-    Settings,
-    at_least,
-    read_file,
-    setting,
-)
+from genni.pipeline.loop.config import ExportConfig, train_config
 
 STAMP_DIR = ".pipeline"
-SERVED = "served"  # `train: {warm_start: served}`
-SECTIONS = ("input", "workdir", "preprocess", "tune", "train", "export")
-
-
-def load_config(path: str, needs: tuple[str, ...] = ("input", "workdir")) -> dict:
-    """The pipeline file (YAML or JSON), checked: unknown sections are errors;
-    `needs`: the sections it must have."""
-    config = read_file(path, "--config")
-    unknown = sorted(set(config) - set(SECTIONS))
-    if unknown:
-        raise ValueError(
-            f"Unknown sections in {path!r}: {', '.join(unknown)} "
-            f"(known: {', '.join(SECTIONS)})."
-        )
-    for name in needs:
-        if not isinstance(config.get(name), str):
-            raise ValueError(f"{path!r} needs `{name}:` (a path).")
-    for name in ("preprocess", "tune", "train", "export"):
-        value = config.get(name)
-        if value is not None and not isinstance(value, dict):
-            raise ValueError(f"`{name}:` in {path!r} must be a mapping of settings.")
-    check(config)
-    return config
-
-
-@dataclasses.dataclass(frozen=True)
-class ExportConfig(Settings):
-    """The `export:` section: the guarded export of each new run."""
-
-    KIND = "`export:` settings"
-
-    k: int = setting(10, "Items per answer.", check=at_least(1))
-    max_regression: float = setting(
-        0.0, "NDCG@10 points a candidate may lose.", check=NON_NEGATIVE
-    )
-    split: str = setting(
-        schema.VALID, "Where the guard compares.", choices=(schema.VALID, schema.TEST)
-    )
-    candidates: str | None = setting(
-        None, "The ranking rule (default: the run's).", choices=(None, "new", "all")
-    )
-    baseline: str = setting(
-        "popular",
-        "What a candidate must beat besides the served version: 'popular', the "
-        "popularity ranking of its training events (it serves while no model "
-        "has beaten it), or 'none'.",
-        choices=("popular", "none"),
-    )
-    refit: bool = setting(
-        False,
-        "Publish a refit: the judged run's settings and best epoch count, "
-        "trained again on every event of the input (the windows included; "
-        "needs `preprocess: {split: time}`), judged by the run it refits.",
-    )
-
-
-def check(config: dict) -> None:
-    """Every section's settings, read and checked before any step writes:
-    a wrong name, type or value is refused here, not steps later."""
-    from genni.pipeline.preprocess.config import PreprocessConfig
-    from genni.pipeline.training.config import TuneConfig
-
-    export_settings = ExportConfig.from_dict(config.get("export") or {})
-    if export_settings.refit and (config.get("preprocess") or {}).get("split") != (
-        "time"
-    ):
-        raise ValueError(
-            "`export: refit` needs `preprocess: {split: time}`: a refit learns the "
-            "events of the split's windows."
-        )
-    if config.get("tune") is not None:
-        TuneConfig.from_dict(config["tune"])
-    preprocess = dict(config.get("preprocess") or {})
-    for name in ("input", "output", "overwrite", "previous"):
-        if name in preprocess:
-            raise ValueError(f"`preprocess: {name}` is set by the pipeline.")
-    known = {f.name for f in dataclasses.fields(PreprocessConfig)}
-    _check_names("preprocess", preprocess, tuple(sorted(known)))
-    PreprocessConfig(input="", output="", **preprocess)
-    train_config(config, "", {})
-
-
-def _check_names(section: str, values: dict | None, known: tuple) -> None:
-    unknown = sorted(set(values or {}) - set(known))
-    if unknown:
-        raise ValueError(
-            f"Unknown `{section}:` settings: {', '.join(unknown)} "
-            f"(known: {', '.join(known)})."
-        )
 
 
 def _digest(value: object) -> str:
@@ -179,9 +73,9 @@ def step_preprocess(config: dict, log, previous: str | None = None) -> str:
     """`workdir/data/<key>` for the input files and settings, written unless
     it exists; `previous`: an earlier dataset whose ids it keeps (the data of
     the run a warm start begins from)."""
-    from genni.pipeline.cli.data import format_stats
     from genni.pipeline.preprocess import beam, windows
     from genni.pipeline.preprocess.config import PreprocessConfig
+    from genni.pipeline.preprocess.summary import format_stats
 
     settings = dict(config.get("preprocess") or {})
     key = _digest([settings, input_fingerprint(config["input"])])
@@ -227,29 +121,6 @@ def step_tune(config: dict, data: str, log) -> dict:
         raise RuntimeError(f"The search in {output} found no configuration.")
     with open(best_path) as f:
         return json.load(f)
-
-
-def train_config(config: dict, data: str, tuned: dict, warm_start: str | None = None):
-    """The run the train step trains (output unset): the `train:` section
-    (its `preset:` as in `genni train`, by default the recommended one), then
-    the tuned settings; `warm_start`: the run `warm_start: served` resolved to
-    (None: from scratch)."""
-    from genni.pipeline.training import config as configs
-    from genni.pipeline.training.config import TrainConfig
-
-    section = dict(config.get("train") or {})
-    if section.pop("warm_start", None) not in (None, SERVED):
-        raise ValueError(
-            f"`train: warm_start` takes `{SERVED}` (the run behind the version "
-            "serving now), or is left out."
-        )
-    if warm_start:
-        section["warm_start"] = warm_start
-    settings = configs.settings_with_preset({**section, **tuned})
-    for name in ("data", "output"):
-        if name in settings:
-            raise ValueError(f"`train: {name}` is set by the pipeline.")
-    return TrainConfig.from_dict({"data": data, "output": "", **settings})
 
 
 def step_train(
@@ -327,8 +198,8 @@ def _train_run(config: dict, probe, log) -> str:
 
 
 def step_evaluate(run_dir: str, log) -> dict:
-    from genni.pipeline.cli.training import format_table
     from genni.pipeline.training import rundir
+    from genni.pipeline.training.summary import format_table
 
     metrics = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE))
     log(f"evaluate: test metrics of the best epoch ({metrics['best_epoch']}) (%):")
@@ -413,58 +284,3 @@ def served_run(config: dict, judged: bool = False) -> str | None:
                 run_dir = decision.get("judged_run") or run_dir
             return run_dir if run_dir and rundir.started(run_dir) else None
     return None
-
-
-def run(config: dict, log=print) -> dict:
-    """All steps in order; returns what each produced.
-
-    With `train: {warm_start: served}` the nightly loop: the run behind the
-    version serving now (none: train from scratch) gives its dataset's ids to
-    the new preprocessing (`--previous`) and its weights to the new run
-    (`--warm-start`); the guard then judges the new version against it.
-    """
-    from genni.pipeline.training import model, rundir
-
-    start = None
-    if (config.get("train") or {}).get("warm_start") == SERVED:
-        start = served_run(config)
-    previous = model.read_config(start).data if start else None
-    data = step_preprocess(config, log, previous)
-    tuned = step_tune(config, data, log)
-    if start:
-        judged = model.read_config(served_run(config, judged=True) or start)
-        if os.path.abspath(judged.data) == os.path.abspath(data):
-            # The served run is this dataset's own: the same run, not a new one.
-            start = judged.warm_start
-    run_dir = step_train(config, data, tuned, log, start)
-    test = step_evaluate(run_dir, log)
-    refit = None
-    signal = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE)).get(
-        "validation_signal", True
-    )
-    if ExportConfig.from_dict(config.get("export") or {}).refit and signal:
-        refit = step_refit(config, data, run_dir, log)
-    decision = step_export(config, data, run_dir, log, refit)
-    return {
-        "data": data,
-        "run": run_dir,
-        "refit": refit,
-        "test": test,
-        "export": decision,
-    }
-
-
-def _pipeline(args: argparse.Namespace, extra: list[str]) -> int:
-    result = run(load_config(args.config))
-    return 0 if result["export"]["decision"] == "published" else 3
-
-
-def add_pipeline(commands) -> None:
-    p = commands.add_parser(
-        "pipeline",
-        help="Preprocess, (tune,) train, evaluate and the guarded export, in order.",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--config", required=True, help="The pipeline file (YAML/JSON).")
-    p.set_defaults(handler=_pipeline)

@@ -1,0 +1,242 @@
+"""`genni replay`: how a served model would have done, period after period.
+
+A timestamped log is replayed: at each of `--steps` cut times, `--every` days
+apart, the log up to that time is the input of `genni pipeline` (its file,
+`--config`), and the version it serves afterwards is scored on the **next**
+period's events, as its users would have met it: every event of the period
+whose user has an earlier event is a case, its history all of the user's
+earlier events (raw ids, as a client sends them), its target the event.
+
+Side by side, from the same steps:
+
+- `warm`: the pipeline with `train: {warm_start: served}` (the nightly loop);
+- `scratch`: the same pipeline, every run from scratch;
+- `never`: the first step's served version, never retrained;
+- `popular`: the items most often met before the cut, most first.
+
+Output in `--output`: `replay.md` (a table per step: NDCG@10 and HR@10 of the
+four, training seconds, catalog size and new-item share, published or
+refused), `replay.json`, `replay.png` (NDCG@10 per step), and the pipelines'
+work directories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+
+from genni.pipeline.loop.cases import (
+    DAY,
+    cut_times,
+    next_period_cases,
+    read_log,
+    write_cut,
+)
+from genni.pipeline.loop.config import SERVED, train_config
+from genni.pipeline.loop.pipeline import run_pipeline
+from genni.pipeline.loop.report import VARIANTS, write_report
+from genni.pipeline.loop.scoring import score_popular, score_version, unservable
+
+__all__ = ["DAY", "VARIANTS", "read_log", "run_replay", "write_cut"]
+
+
+def _served(workdir: str) -> str | None:
+    from genni.pipeline.serving import guard
+
+    base = os.path.join(workdir, "models")
+    version = guard.served_version(base)
+    return None if version is None else os.path.join(base, str(version))
+
+
+def run_replay(
+    log_path: str,
+    every_days: float,
+    steps: int,
+    config: dict,
+    output: str,
+    log: Callable[[str], None] = print,
+    serve: bool = False,
+    loops: tuple[str, ...] = ("warm", "scratch"),
+) -> list[dict]:
+    """Replay `log_path` (see the module) and write its report to `output`.
+
+    Args:
+        log_path: a timestamped log (one file, any format `genni preprocess`
+            reads).
+        every_days: days between the cut times (and the scored period's).
+        steps: how many cut times, the last one period before the log's end.
+        config: the pipeline's sections (`genni.pipeline.loop.config`)
+            without `input:` and `workdir:`, which each step sets.
+        output: the directory of the report and the loops' work directories.
+        log: where each step's progress goes.
+        serve: run `genni serve` on the loop's models directory from the first
+            published version on, asked all along (`serving.probe`).
+        loops: which of "warm" (the nightly loop) and "scratch" run.
+
+    Returns:
+        One row per step, as `replay.json` holds them: the cases, each
+        variant's NDCG@10 and HR@10 on them, and each loop's seconds, export
+        decision and served version.
+    """
+    from genni.components import schema
+    from genni.pipeline.preprocess import outputs
+    from genni.pipeline.serving.probe import ServeProbe
+    from genni.pipeline.training import rundir
+
+    if steps < 1 or every_days <= 0:
+        raise ValueError("--steps must be at least 1 and --every positive.")
+    lines, times, events = read_log(log_path)
+    last = max(t for ts in times for t in ts)
+    cuts = cut_times(last, every_days, steps)
+    train = dict(config.get("train") or {})
+    train.pop("warm_start", None)
+    every_loop = {
+        "warm": {**config, "train": {**train, "warm_start": SERVED}},
+        "scratch": {**config, "train": train},
+    }
+    loops = {name: every_loop[name] for name in loops}
+    candidates = train_config(every_loop["scratch"], "", {}).candidates
+    rows, first = [], None
+    suffix = os.path.splitext(log_path)[1]
+    # Items the loop's vocabulary first holds at a step after the first, and
+    # whether a served top-10 holds them from that step on.
+    known: set = set()
+    new_items: set = set()
+    reached: set = set()
+    probe = None
+    trained: set = set()  # Runs met before: a step that reuses one trained 0 s.
+    try:
+        for step, cut in enumerate(cuts, start=1):
+            step_log = os.path.join(output, "logs", f"step{step:02d}{suffix}")
+            write_cut(lines, times, cut, step_log)
+            histories, targets = next_period_cases(events, cut, cut + every_days * DAY)
+            row: dict = {"step": step, "cut": cut, "cases": len(targets)}
+            for name, loop in loops.items():
+                workdir = os.path.join(output, name)
+                loop = {**loop, "input": step_log, "workdir": workdir}
+                start = time.perf_counter()
+                result = run_pipeline(loop, log=lambda m, n=name: log(f"[{n}] {m}"))
+                row[f"{name}_seconds"] = round(time.perf_counter() - start, 1)
+                row[f"{name}_train_seconds"] = sum(  # The refit's too.
+                    train_seconds(run, trained)
+                    for run in (result.run, result.refit)
+                    if run
+                )
+                trained.update({result.run, result.refit})
+                row[f"{name}_export"] = result.export["decision"]
+                row[f"{name}_why"] = result.export["why"]
+                row[f"{name}_served"] = served_what(workdir)
+                if name != "warm":
+                    continue
+                _, vocabulary = outputs.read_vocabulary(result.data)
+                arrived = set(vocabulary) - known if known else set()
+                new_items |= arrived
+                known |= set(vocabulary)
+                row["new_items"] = len(arrived)
+                stats = rundir.read_json(os.path.join(result.data, schema.STATS_FILE))
+                row["items"] = stats["items"]
+                row["kcore"] = kcore_shares(stats)
+                split = stats.get("time_split") or {}
+                row["new_item_share"] = split.get("test_new_item_share")
+                if serve and probe is None and _served(workdir):  # From v1 on.
+                    probe = ServeProbe(
+                        os.path.join(workdir, "models"),
+                        os.path.join(output, "serve.log"),
+                    ).start()
+                    log(f"[serve] genni serve on {probe.url}, gRPC {probe.target}")
+                if probe is not None:  # Users of the next period ask it.
+                    probe.ask(histories)
+            if first is None:  # The first step's version: never retrained.
+                first = _served(os.path.join(output, next(iter(loops))))
+            top10: set = set()
+            for name in VARIANTS[:2]:
+                if name not in loops:
+                    row[name] = {}
+                    continue
+                served = _served(os.path.join(output, name))
+                collect = top10 if name == "warm" else None
+                row[name] = (
+                    score_version(served, histories, targets, served=collect)
+                    if targets and served
+                    else {}
+                )
+            reached |= {item for item in top10 if item in new_items}
+            row["new_items_reached"] = len(reached)
+            row["never"] = (
+                score_version(first, histories, targets) if targets and first else {}
+            )
+            row["popular"] = score_popular(events, cut, histories, targets, candidates)
+            if "warm" in loops or "scratch" in loops:
+                row["unservable"] = unservable(
+                    _served(os.path.join(output, next(iter(loops)))),
+                    events,
+                    cut,
+                    targets,
+                )
+            for name in loops:  # A served model below "most popular".
+                row[f"{name}_below_popular"] = below_popular(row, name)
+            if probe is not None:
+                row["serve"] = probe.counts()  # So far.
+            rows.append(row)
+            log(f"step {step}: " + json.dumps({v: row[v] for v in VARIANTS}))
+            write_report(rows, output, log_path, every_days, steps)  # After each.
+    finally:
+        if probe is not None:
+            probe.stop()
+    if probe is not None:  # The last step's swap is served a while too.
+        rows[-1]["serve"] = probe.counts()
+        write_report(rows, output, log_path, every_days, steps)
+    return rows
+
+
+def kcore_shares(stats: dict) -> dict:
+    """What the k-core of a step's dataset removed: its share of the items
+    met before the validation cutoff, and of each window's targets."""
+    kcore, window = stats["kcore"], stats.get("time_split") or {}
+    shares = {}
+    if kcore.get("items_before"):
+        shares["catalog"] = round(kcore["items_removed"] / kcore["items_before"], 4)
+    for split in ("valid", "test"):
+        cases = window.get(f"{split}_cases")
+        if cases and f"{split}_kcore_removed_targets" in window:
+            shares[split] = round(window[f"{split}_kcore_removed_targets"] / cases, 4)
+    return shares
+
+
+def served_what(workdir: str) -> str:
+    """What the loop in `workdir` serves: 'v3', 'v1 (popular)' for the
+    popularity ranking (`export.export_popular`), or 'nothing'."""
+    from genni.pipeline.serving import export
+
+    path = _served(workdir)
+    if path is None:
+        return "nothing"
+    version = os.path.basename(path)
+    return f"v{version} (popular)" if export.is_popular(path) else f"v{version}"
+
+
+def below_popular(row: dict, name: str) -> bool:
+    """Whether the loop `name` served a model below the popularity ranking
+    (its popularity fallback is that ranking, from the loop's own data)."""
+    served = row[name].get("NDCG@10")
+    if served is None or "(popular)" in row.get(f"{name}_served", ""):
+        return False
+    return served < row["popular"]["NDCG@10"]
+
+
+def train_seconds(run_dir: str, trained: set) -> float:
+    """Seconds the run trained and validated (its epochs' records), 0 for a
+    run an earlier step trained."""
+    from genni.pipeline.training import rundir
+
+    if run_dir in trained:
+        return 0.0
+    metrics = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE))
+    return round(
+        sum(
+            r["train_seconds"] + r.get("eval_seconds", 0.0) for r in metrics["history"]
+        ),
+        1,
+    )

@@ -1,0 +1,58 @@
+"""A run's metrics, for people: what `genni train`, `genni evaluate` and the
+pipeline's evaluate step print."""
+
+from __future__ import annotations
+
+from genni.components import schema
+
+
+def format_table(metrics: dict) -> str:
+    names = [n for n in metrics if n != "MRR"] + ["MRR"]
+    return "  " + "  ".join(f"{n} {metrics[n]:.2f}" for n in names)
+
+
+def format_metrics(result: dict) -> str:
+    from genni.pipeline.training import train
+
+    if not result["valid"]:  # --no-validation: nothing was held out.
+        return (
+            f"Trained {result['epochs_run']} epochs with no validation "
+            f"({result['seconds_per_epoch']:.1f} s per epoch): the last epoch's "
+            "weights are the run's."
+        )
+    lines = [
+        f"Best epoch {result['best_epoch']} of {result['epochs_run']} "
+        f"({result['seconds_per_epoch']:.1f} s per epoch)",
+        f"valid (%):\n{format_table(result['valid'])}",
+        f"test (%):\n{format_table(result['test'])}",
+    ]
+    cases = result.get("cases")
+    if cases:
+        lines.append(
+            "cases (scoreable: a target the vocabulary knows): "
+            + ", ".join(
+                f"{s} {cases[s]['scoreable']:,} scoreable of {cases[s]['cases']:,}"
+                for s in (schema.VALID, schema.TEST)
+            )
+        )
+    if not result.get("validation_signal", True):
+        lines.append(
+            f"Warning: {train.no_signal_message(result)}; {train.NOT_PUBLISHED}"
+        )
+    repeats = result.get("repeats", {}).get(schema.TEST)
+    if repeats:
+        lines.append(
+            train.repeat_line(
+                schema.TEST,
+                repeats["users"],
+                repeats["repeat_targets"],
+                repeats["candidates"],
+            )
+        )
+    new = result.get("new_item_targets")
+    if new:
+        lines.append(
+            f"test targets that are new items: {100 * new[schema.TEST]:.1f}% "
+            "(unknown before the cutoff: each a miss)"
+        )
+    return "\n".join(lines)
