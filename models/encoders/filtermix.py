@@ -34,11 +34,11 @@ import tensorflow as tf
 
 from genni.models.encoders.sasrec import (
     LAYER_NORM_EPSILON,
-    MASK_VALUE,
     CausalSelfAttentionBlock,
     SASRecEncoder,
     _dropout,
     _sub_seed,
+    attention_bias,
 )
 
 # The filter's initial logits outside the moving-average window: e^-6 of a
@@ -51,6 +51,23 @@ def initial_filter(num_heads: int, max_len: int, window: int) -> np.ndarray:
     logits = np.full([num_heads, max_len], OUTSIDE_WINDOW_LOGIT, np.float32)
     logits[:, :window] = 0.0
     return logits
+
+
+def filter_inputs(allowed: tf.Tensor, max_len: int) -> dict[str, tf.Tensor]:
+    """What the filters of every block read, made once per forward pass:
+
+    - `lags`: [T, T] int32, t - s clipped to the filter's lags 0..max_len-1;
+    - `filter_bias`: [B or 1, 1, T, T], the additive bias of the positions
+      s <= t that `allowed` lets row t read. Always causal, also when
+      attention is not (pre-training): a row's own position is allowed, so
+      no row is empty.
+    """
+    length = tf.shape(allowed)[-1]
+    columns = tf.range(length)
+    lags = columns[:, None] - columns[None, :]  # t - s
+    lags = tf.clip_by_value(lags, 0, max_len - 1)
+    earlier = tf.linalg.band_part(tf.ones([length, length], allowed.dtype), -1, 0)
+    return {"lags": lags, "filter_bias": attention_bias(allowed * earlier)}
 
 
 def _check_mix(filter_alpha: float, filter_window: int) -> None:
@@ -74,19 +91,13 @@ class FilterMixBlock(CausalSelfAttentionBlock):
 
     def __init__(
         self,
-        hidden_size: int,
-        num_heads: int,
-        dropout: float = 0.5,
-        attention_dropout: float = 0.5,
-        seed: int | None = None,
+        *args,
         max_len: int = 50,
         filter_alpha: float = 0.7,
         filter_window: int = 10,
         **kwargs,
     ):
-        super().__init__(
-            hidden_size, num_heads, dropout, attention_dropout, seed=seed, **kwargs
-        )
+        super().__init__(*args, **kwargs)  # CausalSelfAttentionBlock's settings.
         _check_mix(filter_alpha, filter_window)
         self.max_len = max_len
         self.filter_alpha = filter_alpha
@@ -94,7 +105,9 @@ class FilterMixBlock(CausalSelfAttentionBlock):
         self.filter_norm = tf.keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name="filter_norm"
         )
-        self.filter_dropout = _dropout(dropout, _sub_seed(seed, 11), "filter_out")
+        self.filter_dropout = _dropout(
+            self.dropout, _sub_seed(self.seed, 11), "filter_out"
+        )
 
     def build(self, input_shape) -> None:
         window = min(self.filter_window, self.max_len)
@@ -115,44 +128,44 @@ class FilterMixBlock(CausalSelfAttentionBlock):
         )
         super().build(input_shape)
 
-    def filter_weights(self, allowed: tf.Tensor) -> tf.Tensor:
+    def filter_weights(self, lags: tf.Tensor, filter_bias: tf.Tensor) -> tf.Tensor:
         """[B or 1, num_heads, T, T]: row t's weights over the positions s <= t
-        that `allowed` lets it read (each row sums to 1)."""
-        length = tf.shape(allowed)[-1]
-        columns = tf.range(length)
-        lags = columns[:, None] - columns[None, :]  # t - s
-        lags = tf.clip_by_value(lags, 0, self.max_len - 1)
+        it may read (each row sums to 1); `lags` and `filter_bias` as
+        `filter_inputs` makes them."""
         logits = tf.gather(self.filter_logits, lags, axis=1)  # (nh, T, T)
-        earlier = tf.linalg.band_part(tf.ones([length, length], allowed.dtype), -1, 0)
-        # Always causal, also when attention is not (pre-training): a row's own
-        # position is allowed, so no row is empty.
-        readable = allowed * earlier
-        return tf.nn.softmax(logits[None] + (1.0 - readable) * MASK_VALUE, axis=-1)
+        return tf.nn.softmax(logits[None] + filter_bias, axis=-1)
 
-    def filtered(self, x: tf.Tensor, allowed: tf.Tensor, training: bool) -> tf.Tensor:
+    def filtered(
+        self, x: tf.Tensor, lags: tf.Tensor, filter_bias: tf.Tensor, training: bool
+    ) -> tf.Tensor:
         """BSARec's dsp with the causal low-pass: [B, T, d]."""
-        weights = tf.cast(self.filter_weights(allowed), x.dtype)
+        weights = tf.cast(self.filter_weights(lags, filter_bias), x.dtype)
         low = tf.matmul(weights, self._split_heads(x))  # (B, nh, T, hs)
         low = tf.reshape(tf.transpose(low, [0, 2, 1, 3]), tf.shape(x))
         mixed = low + tf.square(self.sqrt_beta) * (x - low)
         return self.filter_norm(self.filter_dropout(mixed, training=training) + x)
 
     def call(
-        self, x: tf.Tensor, allowed: tf.Tensor, training: bool = False
+        self,
+        x: tf.Tensor,
+        bias: tf.Tensor,
+        lags: tf.Tensor,
+        filter_bias: tf.Tensor,
+        training: bool = False,
     ) -> tf.Tensor:
-        mixed = self.filter_alpha * self.filtered(x, allowed, training)
+        """x: [B, T, d]; bias: the attention bias; lags, filter_bias: the
+        filter's (`filter_inputs`) -> [B, T, d]."""
+        mixed = self.filter_alpha * self.filtered(x, lags, filter_bias, training)
         if self.filter_alpha < 1.0:
-            mixed += (1.0 - self.filter_alpha) * self.attend(x, allowed, training)
+            mixed += (1.0 - self.filter_alpha) * self.attend(x, bias, training)
         return self.feed_forward(mixed, training)
 
-    def get_config(self) -> dict:
-        config = super().get_config()
-        config.update(
-            max_len=self.max_len,
-            filter_alpha=self.filter_alpha,
-            filter_window=self.filter_window,
-        )
-        return config
+    SETTINGS = (
+        *CausalSelfAttentionBlock.SETTINGS,
+        "max_len",
+        "filter_alpha",
+        "filter_window",
+    )
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")
@@ -194,7 +207,9 @@ class FilterMixEncoder(SASRecEncoder):
             filter_window=self.filter_window,
         )
 
-    def get_config(self) -> dict:
-        config = super().get_config()
-        config.update(filter_alpha=self.filter_alpha, filter_window=self.filter_window)
-        return config
+    def pass_inputs(self, allowed: tf.Tensor) -> dict[str, tf.Tensor]:
+        """SASRec's attention bias and the filters' lags and bias
+        (`filter_inputs`), once per forward pass."""
+        return {**super().pass_inputs(allowed), **filter_inputs(allowed, self.max_len)}
+
+    SETTINGS = (*SASRecEncoder.SETTINGS, "filter_alpha", "filter_window")

@@ -36,6 +36,19 @@ def _sub_seed(seed: int | None, offset: int) -> int | None:
     return None if seed is None else seed * 1000 + offset
 
 
+def _with_settings(layer: tf.keras.layers.Layer, config: dict, names) -> dict:
+    """A layer's `get_config`: its base `config` and the settings `names`."""
+    return {**config, **{name: getattr(layer, name) for name in names}}
+
+
+def attention_bias(allowed: tf.Tensor) -> tf.Tensor:
+    """The additive bias of attention logits: 0 where `allowed` lets a query
+    position (row) read a key position (column), MASK_VALUE elsewhere. It
+    depends on the batch's layout only, so an encoder makes it once per
+    forward pass and hands it to every block."""
+    return (1.0 - allowed) * MASK_VALUE
+
+
 @tf.keras.utils.register_keras_serializable(package="genni")
 class CausalSelfAttentionBlock(tf.keras.layers.Layer):
     """One post-norm Transformer block with causal multi-head self-attention.
@@ -99,18 +112,18 @@ class CausalSelfAttentionBlock(tf.keras.layers.Layer):
         x = tf.reshape(x, [batch, length, self.num_heads, head_size])
         return tf.transpose(x, [0, 2, 1, 3])  # (B, nh, T, hs)
 
-    def attend(self, x: tf.Tensor, allowed: tf.Tensor, training: bool) -> tf.Tensor:
+    def attend(self, x: tf.Tensor, bias: tf.Tensor, training: bool) -> tf.Tensor:
         """Causal multi-head self-attention, residual and layer norm.
 
-        x: [B, T, d]; allowed: [B or 1, 1, T, T], 1 where a query position
-        (row) may read a key position (column).
+        x: [B, T, d]; bias: [B or 1, 1, T, T], `attention_bias` of where a
+        query position (row) may read a key position (column).
         """
         q = self._split_heads(self.query(x))  # (B, nh, T, hs)
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
         head_size = self.hidden_size // self.num_heads
         scores = tf.matmul(q, k, transpose_b=True) / head_size**0.5  # (B, nh, T, T)
-        probs = tf.nn.softmax(scores + (1.0 - allowed) * MASK_VALUE, axis=-1)
+        probs = tf.nn.softmax(scores + bias, axis=-1)
         probs = self.probs_dropout(probs, training=training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # (B, T, nh, hs)
         context = tf.reshape(context, tf.shape(x))  # (B, T, d)
@@ -125,22 +138,15 @@ class CausalSelfAttentionBlock(tf.keras.layers.Layer):
         hidden = self.ffn_dropout(self.ffn_output(hidden), training=training)
         return self.ffn_norm(hidden + x)
 
-    def call(
-        self, x: tf.Tensor, allowed: tf.Tensor, training: bool = False
-    ) -> tf.Tensor:
-        """x: [B, T, d]; allowed: [B or 1, 1, T, T] (`attend`) -> [B, T, d]."""
-        return self.feed_forward(self.attend(x, allowed, training), training)
+    def call(self, x: tf.Tensor, bias: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """x: [B, T, d]; bias: [B or 1, 1, T, T] (`attend`) -> [B, T, d]."""
+        return self.feed_forward(self.attend(x, bias, training), training)
+
+    # The constructor's settings, in `get_config`.
+    SETTINGS = ("hidden_size", "num_heads", "dropout", "attention_dropout", "seed")
 
     def get_config(self) -> dict:
-        config = super().get_config()
-        config.update(
-            hidden_size=self.hidden_size,
-            num_heads=self.num_heads,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            seed=self.seed,
-        )
-        return config
+        return _with_settings(self, super().get_config(), self.SETTINGS)
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")
@@ -231,6 +237,13 @@ class SASRecEncoder(tf.keras.layers.Layer):
         """The keyword settings each `BLOCK` takes beyond SASRec's block's."""
         return {}
 
+    def pass_inputs(self, allowed: tf.Tensor) -> dict[str, tf.Tensor]:
+        """What every block of one forward pass reads beside its input, made
+        once per pass from `allowed` ([B or 1, 1, T, T], 1 where a position
+        may read another): the keyword tensors of each `BLOCK`'s call.
+        SASRec's blocks read the attention bias (`attention_bias`)."""
+        return {"bias": attention_bias(allowed)}
+
     def make_block(self, seed: int | None, name: str) -> tf.keras.layers.Layer:
         """Block `name` of the stack."""
         return self.BLOCK(
@@ -316,20 +329,22 @@ class SASRecEncoder(tf.keras.layers.Layer):
             allowed = allowed[:, None]
         x = item_vectors + position_vectors
         x = self.input_dropout(self.input_norm(x), training=training)  # (B, T, d)
+        inputs = self.pass_inputs(allowed)  # Once for every block.
         for block in self.blocks:
-            x = block(x, allowed, training=training)
+            x = block(x, training=training, **inputs)
         return x
 
+    # The constructor's settings, in `get_config`.
+    SETTINGS = (
+        "num_items",
+        "max_len",
+        "hidden_size",
+        "num_layers",
+        "num_heads",
+        "dropout",
+        "attention_dropout",
+        "seed",
+    )
+
     def get_config(self) -> dict:
-        config = super().get_config()
-        config.update(
-            num_items=self.num_items,
-            max_len=self.max_len,
-            hidden_size=self.hidden_size,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            seed=self.seed,
-        )
-        return config
+        return _with_settings(self, super().get_config(), self.SETTINGS)

@@ -72,8 +72,8 @@ class _GlobalFFTFilter(tf.keras.layers.Layer):
     """BSARec's filter as published: a low-pass over the whole sequence by
     rfft / irfft, which reads later positions."""
 
-    def call(self, x, allowed, training=False):
-        del allowed, training
+    def call(self, x, bias, training=False):
+        del bias, training
         spectrum = tf.signal.rfft(tf.transpose(x, [0, 2, 1]))  # (B, d, T//2+1)
         keep = tf.cast(tf.range(tf.shape(spectrum)[-1]) < 2, spectrum.dtype)
         low = tf.signal.irfft(spectrum * keep, fft_length=[tf.shape(x)[1]])

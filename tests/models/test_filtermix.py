@@ -10,9 +10,10 @@ from genni.models import s3rec
 from genni.models.encoders.filtermix import (
     FilterMixBlock,
     FilterMixEncoder,
+    filter_inputs,
     initial_filter,
 )
-from genni.models.encoders.sasrec import SASRecEncoder
+from genni.models.encoders.sasrec import SASRecEncoder, attention_bias
 
 # Float32 sums of unit-scale terms (oneDNN and Eigen add in other orders).
 ATOL = 1e-5
@@ -23,17 +24,25 @@ def _softmax(x):
     return e / e.sum()
 
 
+def _pass_inputs(allowed: np.ndarray, max_len: int) -> dict:
+    """The block's inputs beside x, as FilterMixEncoder makes them."""
+    allowed = tf.constant(allowed)
+    return {"bias": attention_bias(allowed), **filter_inputs(allowed, max_len)}
+
+
 def test_the_filter_equals_a_hand_computed_one():
     # One head over 2 channels, lags 0..3; a row of 3 positions, the first
     # one padding (a padding position reads only itself).
     block = FilterMixBlock(2, 1, dropout=0.0, attention_dropout=0.0, max_len=4)
     x = np.array([[[9.0, -9.0], [1.0, 2.0], [3.0, -1.0]]], np.float32)
     allowed = np.array([[[[1, 0, 0], [0, 1, 0], [0, 1, 1]]]], np.float32)
-    block(tf.constant(x), tf.constant(allowed))  # Builds its weights.
+    inputs = _pass_inputs(allowed, max_len=4)
+    block(tf.constant(x), **inputs)  # Builds its weights.
     block.filter_logits.assign([[0.5, -1.0, 2.0, 0.0]])  # w[lag]
     block.sqrt_beta.assign([2.0, 0.5])
 
-    got = block.filtered(tf.constant(x), tf.constant(allowed), False).numpy()[0]
+    lags, bias = inputs["lags"], inputs["filter_bias"]
+    got = block.filtered(tf.constant(x), lags, bias, False).numpy()[0]
 
     # Row 2 reads positions 1 (lag 1) and 2 (lag 0), never the padding.
     w = _softmax(np.array([-1.0, 0.5]))
@@ -44,7 +53,7 @@ def test_the_filter_equals_a_hand_computed_one():
     var = summed.var(axis=-1, keepdims=True)
     expected = (summed - mean) / np.sqrt(var + 1e-12)  # LayerNorm at its start.
     np.testing.assert_allclose(got, expected, atol=ATOL)
-    weights = block.filter_weights(tf.constant(allowed)).numpy()[0, 0]
+    weights = block.filter_weights(lags, bias).numpy()[0, 0]
     np.testing.assert_allclose(weights[2], [0.0, w[0], w[1]], atol=1e-6)
 
 
@@ -53,9 +62,9 @@ def test_the_filter_starts_as_a_moving_average():
     assert logits.shape == (2, 6)
     np.testing.assert_array_equal(logits[:, :3], 0.0)
     block = FilterMixBlock(4, 2, max_len=6, filter_window=3)
-    allowed = np.tril(np.ones([6, 6], np.float32))[None, None]
-    block(tf.zeros([1, 6, 4]), tf.constant(allowed))
-    weights = block.filter_weights(tf.constant(allowed)).numpy()[0]
+    inputs = _pass_inputs(np.tril(np.ones([6, 6], np.float32))[None, None], 6)
+    block(tf.zeros([1, 6, 4]), **inputs)
+    weights = block.filter_weights(inputs["lags"], inputs["filter_bias"]).numpy()[0]
     # Position 5 reads 3, 4 and 5 about equally, earlier ones about e^-6 as much.
     np.testing.assert_allclose(weights[:, 5, 3:], 1 / 3, atol=0.02)
     assert (weights[:, 5, :3] < 0.01).all()
