@@ -57,23 +57,13 @@ test: lint
 	$(PY) -m pytest -q -n auto --maxprocesses=4 --dist loadfile --no-loadscope-reorder \
 		--durations=15 tests
 
-bench-preprocess: install
-	$(PY) benchmarks/preprocess.py
+# Each of these targets runs one script: target=script (benchmarks/script.py).
+BENCHMARKS := bench-preprocess=preprocess check-toys=check_toys \
+	bench-samplers=sampler_speed bench-allocator=cpu_allocator \
+	bench-pretrain=pretrain_speed bench-encoders=encoder_speed
 
-check-toys: install
-	$(PY) benchmarks/check_toys.py
-
-bench-samplers: install
-	$(PY) benchmarks/sampler_speed.py
-
-bench-allocator: install
-	$(PY) benchmarks/cpu_allocator.py
-
-bench-pretrain: install
-	$(PY) benchmarks/pretrain_speed.py
-
-bench-encoders: install
-	$(PY) benchmarks/encoder_speed.py
+$(foreach b,$(BENCHMARKS),$(firstword $(subst =, ,$(b)))): install
+	$(PY) benchmarks/$(lastword $(subst =, ,$(filter $@=%,$(BENCHMARKS)))).py
 
 RUNS := runs
 SEEDS := 0

@@ -143,6 +143,55 @@ def layout_ratio_rows(
     return lines, ratios
 
 
+def timing_head(
+    args: argparse.Namespace,
+    title: str,
+    batches: str,
+    columns: tuple[str, ...],
+    data: bool = True,
+) -> list[str]:
+    """A step-timing benchmark's Markdown up to its table's rows: `title`, how
+    it was timed (`batches`, e.g. "Batches of 256", then `--steps`, `--rounds`
+    and, with `data`, the data set) and the header of a table of `columns`."""
+    where = f"; data `{args.data or 'Beauty'}`." if data else "."
+    return [
+        title,
+        "",
+        f"{batches}, {args.steps} steps per configuration and round, median of "
+        f"{args.rounds} interleaved rounds in one process{where}",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+    ]
+
+
+def publish_layout_ratios(
+    name: str,
+    lines: list[str],
+    times: dict[str, list[float]],
+    median: dict[str, float],
+    names,
+    base: str,
+    target: float,
+    worst_of: list[str] | None = None,
+) -> None:
+    """`publish` a side-by-side timing keyed "name, layout": `lines`, then the
+    rows of `layout_ratio_rows` and the largest ratio (of `worst_of`, default
+    all) against `target`."""
+    rows, ratios = layout_ratio_rows(median, names, base)
+    worst = max(ratios[key] for key in worst_of or ratios)
+    lines = [
+        *lines,
+        *rows,
+        "",
+        f"Largest ratio {worst:.2f} (target <= {target:g}: "
+        f"{'met' if worst <= target else 'NOT met'}).",
+    ]
+    publish(
+        name, lines, {"seconds_per_step": times, "median": median, "ratios": ratios}
+    )
+
+
 def publish(name: str, lines: list[str], results: dict) -> None:
     """Print a benchmark's Markdown, ending with the command that ran it, and
     write it with `results` (plus the machine) as results/<name>.json / .md."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from _common import publish, time_side_by_side
+from _common import publish, time_side_by_side, timing_head
 
 from research import report
 
@@ -31,15 +31,13 @@ def configs() -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args, times, median = time_side_by_side(__doc__, configs(), 5, argv)
-    lines = [
+    lines = timing_head(
+        args,
         "# GenNi: one V' per batch vs a fresh V' per group of positions",
-        "",
-        f"Packed batches of 256, {args.steps} steps per configuration and round, "
-        f"median of {args.rounds} interleaved rounds in one process.",
-        "",
-        "| sampler | ms / step | x uniform |",
-        "|---|---|---|",
-    ]
+        "Packed batches of 256",
+        ("sampler", "ms / step", "x uniform"),
+        data=False,
+    )
     lines += [
         f"| {name} | {1000 * t:.0f} | {t / median['uniform']:.2f} |"
         for name, t in median.items()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from _common import layout_ratio_rows, publish, time_side_by_side
+from _common import publish_layout_ratios, time_side_by_side, timing_head
 
 from genni.models.config import FIRST_ENCODER
 from genni.models.encoders import registry
@@ -34,28 +34,15 @@ def configs() -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args, times, median = time_side_by_side(__doc__, configs(), 5, argv)
-    lines = [
+    lines = timing_head(
+        args,
         "# Each encoder's cost per epoch",
-        "",
-        f"The {DEFAULT_PRESET} preset, batches of 256, {args.steps} steps per "
-        f"configuration and round, median of {args.rounds} interleaved rounds in "
-        f"one process; data `{args.data or 'Beauty'}`.",
-        "",
-        f"| encoder | layout | ms / step | x {FIRST_ENCODER} (same layout) |",
-        "|---|---|---|---|",
-    ]
-    rows, ratios = layout_ratio_rows(median, registry.names(), FIRST_ENCODER)
-    lines += rows
-    worst = max(ratios.values())
-    lines += [
-        "",
-        f"Largest ratio {worst:.2f} (target <= {TARGET}: "
-        f"{'met' if worst <= TARGET else 'NOT met'}).",
-    ]
-    publish(
-        "encoder_speed",
-        lines,
-        {"seconds_per_step": times, "median": median, "ratios": ratios},
+        f"The {DEFAULT_PRESET} preset, batches of 256",
+        ("encoder", "layout", "ms / step", f"x {FIRST_ENCODER} (same layout)"),
+    )
+    names = registry.names()
+    publish_layout_ratios(
+        "encoder_speed", lines, times, median, names, FIRST_ENCODER, TARGET
     )
     return 0
 

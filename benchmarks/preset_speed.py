@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from _common import layout_ratio_rows, publish, time_side_by_side
+from _common import publish_layout_ratios, time_side_by_side, timing_head
 
 from genni.pipeline.training.config import preset
 
@@ -32,28 +32,15 @@ def configs() -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args, times, median = time_side_by_side(__doc__, configs(), 5, argv)
-    lines = [
+    lines = timing_head(
+        args,
         "# The recommended preset's cost per epoch",
-        "",
-        f"Batches of 256, {args.steps} steps per configuration and round, median "
-        f"of {args.rounds} interleaved rounds in one process; data "
-        f"`{args.data or 'Beauty'}`.",
-        "",
-        "| preset | layout | ms / step | x paper (same layout) |",
-        "|---|---|---|---|",
-    ]
-    rows, ratios = layout_ratio_rows(median, PRESETS, "paper")
-    lines += rows
-    worst = max(ratios[f"recommended, {lay}"] for lay in ("packed", "unpacked"))
-    lines += [
-        "",
-        f"Largest ratio {worst:.2f} (target <= {TARGET:.0f}: "
-        f"{'met' if worst <= TARGET else 'NOT met'}).",
-    ]
-    publish(
-        "preset_speed",
-        lines,
-        {"seconds_per_step": times, "median": median, "ratios": ratios},
+        "Batches of 256",
+        ("preset", "layout", "ms / step", "x paper (same layout)"),
+    )
+    worst_of = [f"recommended, {layout}" for layout in ("packed", "unpacked")]
+    publish_layout_ratios(
+        "preset_speed", lines, times, median, PRESETS, "paper", TARGET, worst_of
     )
     return 0
 

@@ -34,6 +34,7 @@ from _common import machine, write_results
 from genni.components import schema
 from genni.pipeline.serving import client, export
 from genni.pipeline.serving import server as serving
+from genni.pipeline.serving.probe import wait_until
 from genni.pipeline.training import train
 
 SAMPLE_USERS = 20
@@ -203,15 +204,6 @@ def add_version(base: str, version: int, fill) -> None:
     os.rename(staging, os.path.join(base, str(version)))
 
 
-def wait_for(condition, timeout: float = SWAP_TIMEOUT_S) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def swap_check(
     server, base: str, good: str, scenario: str, make, histories, concurrency, requests
 ) -> dict:
@@ -230,15 +222,18 @@ def swap_check(
     if scenario == "foreign":
         add_version(base, bad, foreign_savedmodel)
         expected = before
-        ok = wait_for(lambda: bad in repository.refused)
+        ok = wait_until(lambda: bad in repository.refused, SWAP_TIMEOUT_S)
     else:
         add_version(base, bad, corrupt_copy(good))
-        ok = wait_for(lambda: bad in repository.refused)
+        ok = wait_until(lambda: bad in repository.refused, SWAP_TIMEOUT_S)
         expected = bad + 1
         add_version(base, expected, lambda path: shutil.copytree(good, path))
-        ok = wait_for(lambda: repository.served.version == expected) and ok
+        swapped = wait_until(
+            lambda: repository.served.version == expected, SWAP_TIMEOUT_S
+        )
+        ok = swapped and ok
     swap_s = time.perf_counter() - started
-    wait_for(lambda: running.started >= requests, 60)
+    wait_until(lambda: running.started >= requests, 60)
     result = running.stop()
     after = repository.served.version
     result.update(

@@ -75,19 +75,37 @@ def make_dataset(root, num_users, num_items, seed, max_len):
     return out, inmemory.run(PreprocessConfig(input=log, output=out, max_len=max_len))
 
 
+def tiny_config(data, output, **settings):
+    """The `TrainConfig` of a small test run on `data` into `output`: one
+    layer, two heads, batches of 64, dropout 0.1; `settings` over these."""
+    from genni.pipeline.training.config import TrainConfig
+
+    values = dict(
+        data=data,
+        output=str(output),
+        num_layers=1,
+        num_heads=2,
+        batch_size=64,
+        dropout=0.1,
+        attention_dropout=0.1,
+    )
+    return TrainConfig.of(**(values | settings))
+
+
 def train_and_export(
     root,
     *,
     num_users,
     num_items,
     seed,
-    max_len,
-    hidden_size,
-    heads,
+    max_len=8,
+    hidden_size=16,
+    heads=1,
     encoder="sasrec",
 ):
-    """A one-epoch tiny run of `encoder` on a synthetic dataset, exported with
-    k=5: (run dir, MODEL_BASE, version path, item ids)."""
+    """A one-epoch tiny run of `encoder` (by default 16 wide, one head) on a
+    synthetic dataset (histories of at most 8 by default), exported with k=5:
+    (run dir, MODEL_BASE, version path, item ids)."""
     from genni.pipeline.serving import export
     from genni.pipeline.training import train
     from genni.pipeline.training.config import TrainConfig

@@ -88,7 +88,9 @@ class NegativeSampler(tf.keras.layers.Layer):
             uniform sampler does.
 
     A subclass implements `call(queries, targets, item_embeddings, context,
-    return_log_q)`, `setup` if it needs the training data, and
+    return_log_q)`, or, for a draw that reads neither the queries nor the
+    item embeddings, `draw(targets, exclude, return_log_q)` under this
+    class's `call`; `setup` if it needs the training data, and
     `alpha_variable` if its draws follow the model's own scores.
     """
 
@@ -138,6 +140,31 @@ class NegativeSampler(tf.keras.layers.Layer):
             queries, targets, item_embeddings, context=context, return_log_q=log_q
         )
         return drawn if log_q else (drawn, None)
+
+    def call(
+        self,
+        queries: tf.Tensor,
+        targets: tf.Tensor,
+        item_embeddings: tf.Tensor | None = None,
+        context: BatchContext | None = None,
+        return_log_q: bool = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
+        """A draw that reads neither the queries nor the item embeddings:
+        `check_ready`, then `draw` of the int64 targets and the rows'
+        `excluded` items."""
+        self.check_ready()
+        exclude = self.excluded(context)
+        return self.draw(tf.cast(targets, tf.int64), exclude, return_log_q)
+
+    def check_ready(self) -> None:
+        """Raise if the sampler cannot draw yet (nothing here)."""
+
+    def draw(
+        self, targets: tf.Tensor, exclude: tf.RaggedTensor | None, return_log_q: bool
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
+        """[N, k] negatives of int64 `targets` [N], never the rows' targets or
+        `exclude` (and, with `return_log_q`, their [N, k] log Q)."""
+        raise NotImplementedError
 
     def excluded(self, context: BatchContext | None) -> tf.RaggedTensor | None:
         """The items the rows must not draw besides their targets: the user's

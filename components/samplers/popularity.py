@@ -8,7 +8,6 @@ import numpy as np
 import tensorflow as tf
 
 from genni.components.samplers.base import (
-    BatchContext,
     NegativeSampler,
     SamplerData,
     in_rows,
@@ -69,20 +68,14 @@ class PopularitySampler(NegativeSampler):
         self.item_counts = counts.tolist()
         self._logits = tf.constant(logits[None, :])  # [1, V]
 
-    def call(
-        self,
-        queries: tf.Tensor,
-        targets: tf.Tensor,
-        item_embeddings: tf.Tensor | None = None,
-        context: BatchContext | None = None,
-        return_log_q: bool = False,
-    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
+    def check_ready(self) -> None:
         if self.item_counts is None:
             raise ValueError("The popularity sampler has no item counts: `setup`.")
-        exclude = self.excluded(context)
-        targets = tf.cast(targets, tf.int64)
 
-        def draw(shape: tf.Tensor) -> tf.Tensor:
+    def draw(
+        self, targets: tf.Tensor, exclude: tf.RaggedTensor | None, return_log_q: bool
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
+        def sample(shape: tf.Tensor) -> tf.Tensor:
             flat = tf.random.stateless_categorical(
                 self._logits, tf.reduce_prod(shape), self._seed(), dtype=tf.int64
             )
@@ -94,8 +87,8 @@ class PopularitySampler(NegativeSampler):
                 hit = tf.logical_or(hit, in_rows(ids, tf.cast(exclude, tf.int64)))
             return hit
 
-        negatives = draw(tf.stack([tf.shape(targets)[0], self.num_negatives]))
-        negatives = self._reject(negatives, bad, draw)
+        negatives = sample(tf.stack([tf.shape(targets)[0], self.num_negatives]))
+        negatives = self._reject(negatives, bad, sample)
         if not return_log_q:
             return negatives
         # The popularity law renormalised without the row's target (the

@@ -14,9 +14,9 @@ settings checks stay light. A new sampler is one `register` call.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import TYPE_CHECKING
 
+from genni.components.registry import Registry
 from genni.components.settings import constructor_settings
 
 if TYPE_CHECKING:
@@ -39,34 +39,18 @@ class SamplerKind:
     model_generated: bool = False
 
 
-_REGISTRY: dict[str, SamplerKind] = {}
-
-
-def register(name: str, kind: SamplerKind) -> None:
-    """Add a sampler under `name` (an existing name is an error)."""
-    if name in _REGISTRY:
-        raise ValueError(f"A sampler named {name!r} is already registered.")
-    _REGISTRY[name] = kind
-
-
-def names() -> tuple[str, ...]:
-    """The registered sampler names, in registration order."""
-    return tuple(_REGISTRY)
-
-
-def get(name: str) -> SamplerKind:
-    """The sampler registered as `name`; a clear error for any other name."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"Unknown sampler {name!r}; expected one of {names()}."
-        ) from None
+_SAMPLERS = Registry("sampler")
+# register(name, SamplerKind), names(), get(name) -> SamplerKind, and
+# layer_class(name) (imports TensorFlow).
+register = _SAMPLERS.register
+names = _SAMPLERS.names
+get = _SAMPLERS.get
+layer_class = _SAMPLERS.layer_class
 
 
 def model_generated() -> tuple[str, ...]:
     """Names of the samplers whose negatives the model generates (GenNi's)."""
-    return tuple(n for n, kind in _REGISTRY.items() if kind.model_generated)
+    return _SAMPLERS.having("model_generated")
 
 
 def build_sampler(config: SamplerConfig, num_items: int, seed: int | None = None):
@@ -76,12 +60,6 @@ def build_sampler(config: SamplerConfig, num_items: int, seed: int | None = None
     cls = layer_class(config.name)
     settings = constructor_settings(cls, config, up_to="NegativeSampler")
     return cls(num_items, seed=seed, **settings)
-
-
-def layer_class(name: str) -> type:
-    """The layer class registered as `name` (imports TensorFlow)."""
-    module, _, cls = get(name).layer.partition(":")
-    return getattr(importlib.import_module(module), cls)
 
 
 def sampler_seed(run_seed: int, stream: int = 1) -> int:

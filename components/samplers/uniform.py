@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from genni.components.samplers.base import BatchContext, NegativeSampler
+from genni.components.samplers.base import NegativeSampler
 
 
 @tf.keras.utils.register_keras_serializable(package="genni")
@@ -23,16 +23,9 @@ class UniformSampler(NegativeSampler):
     TensorShape([3, 2])
     """
 
-    def call(
-        self,
-        queries: tf.Tensor,
-        targets: tf.Tensor,
-        item_embeddings: tf.Tensor | None = None,
-        context: BatchContext | None = None,
-        return_log_q: bool = False,
+    def draw(
+        self, targets: tf.Tensor, exclude: tf.RaggedTensor | None, return_log_q: bool
     ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
-        exclude = self.excluded(context)
-        targets = tf.cast(targets, tf.int64)
         shape = tf.stack([tf.shape(targets)[0], self.num_negatives])
         if exclude is None:
             excluded = targets[:, None]  # (N, 1)

@@ -12,9 +12,9 @@ class is imported when an encoder is built. A new encoder is one module under
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import TYPE_CHECKING
 
+from genni.components.registry import Registry
 from genni.components.settings import constructor_settings
 
 if TYPE_CHECKING:
@@ -37,34 +37,18 @@ class EncoderKind:
     pretrainable: bool = True
 
 
-_REGISTRY: dict[str, EncoderKind] = {}
-
-
-def register(name: str, kind: EncoderKind) -> None:
-    """Add an encoder under `name` (an existing name is an error)."""
-    if name in _REGISTRY:
-        raise ValueError(f"An encoder named {name!r} is already registered.")
-    _REGISTRY[name] = kind
-
-
-def names() -> tuple[str, ...]:
-    """The registered encoder names, in registration order."""
-    return tuple(_REGISTRY)
-
-
-def get(name: str) -> EncoderKind:
-    """The encoder registered as `name`; a clear error for any other name."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"Unknown encoder {name!r}; expected one of {names()}."
-        ) from None
+_ENCODERS = Registry("encoder")
+# register(name, EncoderKind), names(), get(name) -> EncoderKind, and
+# layer_class(name) (imports TensorFlow).
+register = _ENCODERS.register
+names = _ENCODERS.names
+get = _ENCODERS.get
+layer_class = _ENCODERS.layer_class
 
 
 def pretrainable() -> tuple[str, ...]:
     """Names of the encoders S3-Rec pre-training can train."""
-    return tuple(n for n, kind in _REGISTRY.items() if kind.pretrainable)
+    return _ENCODERS.having("pretrainable")
 
 
 def unread_settings(name: str) -> tuple[str, ...]:
@@ -76,12 +60,6 @@ def unread_settings(name: str) -> tuple[str, ...]:
         for setting in get(other).own_settings
         if setting not in own
     )
-
-
-def layer_class(name: str) -> type:
-    """The layer class registered as `name` (imports TensorFlow)."""
-    module, _, cls = get(name).layer.partition(":")
-    return getattr(importlib.import_module(module), cls)
 
 
 def build_encoder(config: EncoderConfig):

@@ -44,7 +44,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
 from genni.components import schema
-from genni.pipeline.beam_options import job_failure, pipeline_options
+from genni.pipeline.beam_options import pipeline_options
 from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
 from genni.pipeline.preprocess.config import PreprocessConfig
 from genni.pipeline.preprocess.kcore import (  # noqa: F401 (this module's API too)
@@ -134,18 +134,7 @@ class ParseReviewFn(beam.DoFn):
                     formats.dead_letter_record(path, raw, e.reason, number),
                 )
                 continue
-            if events is None:
-                counts["blank_lines"] += 1
-                continue
-            for event in events:
-                counts["events_read"] += 1
-                if (
-                    min_rating is not None
-                    and event.rating is not None
-                    and event.rating <= min_rating
-                ):
-                    counts["dropped_by_rating"] += 1
-                    continue
+            for event in formats.kept_events(events, min_rating, counts):
                 yield event.user, (event.timestamp, event.item, event.rating)
 
     def finish_bundle(self) -> Iterator:
@@ -636,7 +625,7 @@ def preprocess(
     fmt = inmemory.check_inputs(config)
     staging = outputs.staging_dir(config.output)
     options = pipeline_options(pipeline_args)
-    try:
+    with outputs.job_staging(staging, config.output):
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, config, fmt, staging)
         stats = outputs.read_json(FileSystems.join(staging, schema.STATS_FILE))
@@ -648,10 +637,4 @@ def preprocess(
         if stats["users"] == 0:
             raise ValueError(inmemory.empty_error(stats, config))
         outputs.commit(staging, config.output)
-    except BaseException as e:
-        outputs.remove_tree(staging)
-        failed = job_failure(e, config.output)
-        if failed is not None:
-            raise failed from None
-        raise
     return stats

@@ -10,6 +10,7 @@ from __future__ import annotations
 import calendar
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -343,6 +344,28 @@ def read_line(
         raise MalformedRecord("a sequences file past 2**29 lines or 2**24 items a line")
     start = line_number * SEQUENCE_LINE_SPAN
     return [e._replace(timestamp=start + e.timestamp) for e in events]
+
+
+def kept_events(
+    events: list[Event] | None, min_rating: float | None, counts: Counter
+) -> Iterator[Event]:
+    """The events of one line (`read_line`; None: a blank line) but those
+    rated `min_rating` or lower, counted in `counts` as they go: blank_lines,
+    events_read, dropped_by_rating. The Beam pipeline and the in-memory reader
+    both filter here."""
+    if events is None:
+        counts["blank_lines"] += 1
+        return
+    for event in events:
+        counts["events_read"] += 1
+        if (
+            min_rating is not None
+            and event.rating is not None
+            and event.rating <= min_rating
+        ):
+            counts["dropped_by_rating"] += 1
+            continue
+        yield event
 
 
 def resolve_format(fmt: str, first_lines: Iterator[str]) -> str:

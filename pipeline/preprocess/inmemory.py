@@ -38,18 +38,7 @@ def read_events(
             counters["malformed_lines"] += 1
             dead_letters.append(formats.dead_letter_record(path, raw, e.reason, number))
             continue
-        if events is None:
-            counters["blank_lines"] += 1
-            continue
-        for event in events:
-            counters["events_read"] += 1
-            if (
-                config.min_rating is not None
-                and event.rating is not None
-                and event.rating <= config.min_rating
-            ):
-                counters["dropped_by_rating"] += 1
-                continue
+        for event in formats.kept_events(events, config.min_rating, counters):
             by_user[event.user].append((event.timestamp, event.item, event.rating))
     return by_user, dead_letters, counters
 
@@ -258,17 +247,37 @@ def write_examples(
     item_ids: dict[str, int],
     max_len: int,
 ) -> dict[str, int]:
+    """The leave-one-out examples (`sequences.split_examples`)."""
+
+    def examples_of(user: str) -> tuple[dict[str, list[dict]], dict[str, int]]:
+        ids = [item_ids[i] for i in user_items[user]]
+        repeats = sequences.prefixed_repeat_counts(ids)
+        examples = sequences.split_examples(ids, max_len)
+        return {split: [features] for split, features in examples.items()}, repeats
+
+    return _write_users(directory, users, user_items, examples_of)
+
+
+def _write_users(
+    directory: str, users: list[str], present, examples_of
+) -> collections.Counter:
+    """Each user of `users` in `present` (a `--previous` user not in this log
+    has no examples), numbered from 1 in `users`' order: its examples,
+    `examples_of(user)` -> ({split: [features, ...]}, its counts), written to
+    each split's one shard (`_split_writers`). Returns the summed counts and
+    the examples written per split."""
     writers = _split_writers(directory)
     counts: collections.Counter = collections.Counter()
     try:
         for user_id, user in enumerate(users, start=1):
-            if user not in user_items:  # A `--previous` user not in this log.
+            if user not in present:
                 continue
-            ids = [item_ids[i] for i in user_items[user]]
-            counts.update(sequences.prefixed_repeat_counts(ids))
-            for split, features in sequences.split_examples(ids, max_len).items():
-                writers[split].write(sequences.encode_example(user_id, features))
-                counts[split] += 1
+            examples, user_counts = examples_of(user)
+            counts.update(user_counts)
+            for split, features in examples.items():
+                for feature in features:
+                    writers[split].write(sequences.encode_example(user_id, feature))
+                counts[split] += len(features)
     finally:
         for writer in writers.values():
             writer.close()
@@ -315,24 +324,13 @@ def write_time_examples(
 ) -> collections.Counter:
     """The examples of the split by time (`sequences.time_split_examples`);
     `met`: the items of the events before the validation cutoff."""
-    writers = _split_writers(directory)
-    counts: collections.Counter = collections.Counter()
-    try:
-        for user_id, user in enumerate(users, start=1):
-            if user not in timed:  # A `--previous` user not in this log.
-                continue
-            examples, user_counts = sequences.time_split_examples(
-                timed[user], kept.get(user), item_ids, cutoffs, max_len, met
-            )
-            counts.update(user_counts)
-            for split, features in examples.items():
-                for feature in features:
-                    writers[split].write(sequences.encode_example(user_id, feature))
-                counts[split] += len(features)
-    finally:
-        for writer in writers.values():
-            writer.close()
-    return counts
+
+    def examples_of(user: str):
+        return sequences.time_split_examples(
+            timed[user], kept.get(user), item_ids, cutoffs, max_len, met
+        )
+
+    return _write_users(directory, users, timed, examples_of)
 
 
 def read_item_attributes(path: str) -> tuple[dict[str, list], int]:

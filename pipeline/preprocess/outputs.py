@@ -22,6 +22,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from genni.pipeline import atomic
+from genni.pipeline.beam_options import job_failure
 
 
 class OutputExistsError(FileExistsError):
@@ -57,6 +58,21 @@ def remove_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
     elif FileSystems.exists(path):
         FileSystems.delete([path])
+
+
+@contextlib.contextmanager
+def job_staging(staging: str, output: str):
+    """A Beam job's block that writes `staging` (and commits it to `output`):
+    on any error the staging directory is removed, and a job its runner
+    reports failed raises `beam_options.job_failure`'s short error instead."""
+    try:
+        yield
+    except BaseException as e:
+        remove_tree(staging)
+        failed = job_failure(e, output)
+        if failed is not None:
+            raise failed from None
+        raise
 
 
 def commit(staging: str, output: str) -> None:

@@ -100,16 +100,26 @@ def generate_sequences(config: SyntheticConfig) -> list[list[int]]:
     return list(iter_sequences(config))
 
 
-def iter_sequences(config: SyntheticConfig) -> Iterator[list[int]]:
-    """`generate_sequences`, one user at a time: memory O(items + users), not
-    O(events)."""
-    rng = np.random.default_rng(config.seed)
+def sequence_law(
+    config: SyntheticConfig, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the users' sequences are drawn from: the items' popularity (Zipf,
+    [items]), each item's successors ([items, successors], drawn from `rng`)
+    and each user's length beyond `min_length` ([users], drawn next)."""
     popularity = 1.0 / np.arange(1, config.num_items + 1) ** config.zipf_exponent
     popularity /= popularity.sum()
     successors = rng.choice(
         config.num_items, size=(config.num_items, config.successors), p=popularity
     )
     extra = rng.poisson(config.mean_length - config.min_length, size=config.num_users)
+    return popularity, successors, extra
+
+
+def iter_sequences(config: SyntheticConfig) -> Iterator[list[int]]:
+    """`generate_sequences`, one user at a time: memory O(items + users), not
+    O(events)."""
+    rng = np.random.default_rng(config.seed)
+    popularity, successors, extra = sequence_law(config, rng)
     # What `rng.choice(num_items, p=popularity)` does for one draw, with the CDF
     # built once: the same numbers from the same stream, in O(log items).
     cdf = popularity.cumsum()

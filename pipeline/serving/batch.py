@@ -44,7 +44,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference import base as inference
 
 from genni.components import schema
-from genni.pipeline.beam_options import job_failure, pipeline_options
+from genni.pipeline.beam_options import pipeline_options
 from genni.pipeline.preprocess import beam as preprocess
 from genni.pipeline.preprocess import formats, inmemory, outputs, sequences
 from genni.pipeline.serving import export, repository
@@ -302,7 +302,7 @@ def run(config: BatchConfig, pipeline_args: list[str] | None = None) -> dict:
     check_model(model_path, config.k)
     staging = outputs.staging_dir(config.output)
     start = time.perf_counter()
-    try:
+    with outputs.job_staging(staging, config.output):
         with beam.Pipeline(options=pipeline_options(pipeline_args)) as p:
             build_pipeline(p, config, fmt, model_path, staging)
         summary_path = FileSystems.join(staging, SUMMARY_FILE)
@@ -318,12 +318,6 @@ def run(config: BatchConfig, pipeline_args: list[str] | None = None) -> dict:
         if summary[USERS_WRITTEN]:
             outputs.write_text(FileSystems.join(staging, SUCCESS_FILE), [])
         outputs.commit(staging, config.output)
-    except BaseException as e:
-        outputs.remove_tree(staging)
-        failed = job_failure(e, config.output)
-        if failed is not None:
-            raise failed from None
-        raise
     if not summary[USERS_WRITTEN]:
         raise ValueError(
             f"No user in {config.input!r} has a valid record "

@@ -23,6 +23,37 @@ from genni.pipeline.serving import client
 _READY = re.compile(r"REST (http://\S+)/v1/models/\S+, gRPC (\S+?)[,.]? ")
 
 
+def serve_command(
+    base_path: str, rest_port: int, grpc_port: int, *options: str
+) -> list[str]:
+    """The command line of `genni serve` over `base_path` in a child process
+    (port 0: a free one), with `options` before its ports."""
+    return [
+        sys.executable,
+        "-m",
+        "genni.pipeline.cli.main",
+        "serve",
+        "--model-base-path",
+        base_path,
+        *options,
+        "--rest-port",
+        str(rest_port),
+        "--grpc-port",
+        str(grpc_port),
+    ]
+
+
+def wait_until(condition, seconds: float, poll: float = 0.05) -> bool:
+    """Whether `condition()` held within `seconds`, asked every `poll` seconds
+    (a server's swap, refusal or connection count catching up)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(poll)
+    return False
+
+
 class ServeProbe:
     """Start with `start()`, give histories with `ask(histories)`, read
     `counts()`, end with `stop()` (the server's stderr is kept in `log_path`)."""
@@ -51,20 +82,7 @@ class ServeProbe:
         self._lock = threading.Lock()
 
     def start(self) -> ServeProbe:
-        command = [
-            sys.executable,
-            "-m",
-            "genni.pipeline.cli.main",
-            "serve",
-            "--model-base-path",
-            self.base_path,
-            "--model-name",
-            self.model,
-            "--rest-port",
-            "0",
-            "--grpc-port",
-            "0",
-        ]
+        command = serve_command(self.base_path, 0, 0, "--model-name", self.model)
         env = {**os.environ, "TF_USE_LEGACY_KERAS": "1"}
         with open(self.log_path, "w") as err:
             self._process = subprocess.Popen(

@@ -10,8 +10,7 @@ from genni.models.encoders import registry
 from genni.models.encoders.sasrec import SASRecEncoder
 from genni.models.retrieval import SequentialRetrievalModel
 from genni.pipeline.training import data, train
-from genni.pipeline.training.config import TrainConfig
-from tests.conftest import make_dataset
+from tests.conftest import make_dataset, tiny_config
 
 # Float32 sums of unit-scale terms: oneDNN and Eigen add them in different
 # orders, so compare with an absolute part too.
@@ -134,16 +133,12 @@ def test_packed_dataset_and_training(tmp_path):
         np.testing.assert_array_equal(
             a[schema.USER_ITEMS].to_tensor(), b[schema.USER_ITEMS].to_tensor()
         )
-    config = TrainConfig.of(
-        data=data_dir,
-        output=str(tmp_path / "run"),
+    config = tiny_config(
+        data_dir,
+        tmp_path / "run",
         epochs=5,
         hidden_size=16,
-        num_layers=1,
-        batch_size=64,
         learning_rate=0.005,
-        dropout=0.1,
-        attention_dropout=0.1,
         exclude_seen=True,
         pack=True,
     )

@@ -22,7 +22,7 @@ pytest.importorskip("faiss")
 def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("ann")
     run, base, path, items = train_and_export(
-        root, num_users=120, num_items=60, seed=3, max_len=10, hidden_size=16, heads=1
+        root, num_users=120, num_items=60, seed=3, max_len=10
     )
     return run, base, path, items
 

@@ -22,13 +22,7 @@ K = 4
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     run, base, path, _ = train_and_export(
-        tmp_path_factory.mktemp("batch"),
-        num_users=150,
-        num_items=50,
-        seed=5,
-        max_len=8,
-        hidden_size=16,
-        heads=1,
+        tmp_path_factory.mktemp("batch"), num_users=150, num_items=50, seed=5
     )
     data = os.path.join(os.path.dirname(run), "data")
     return base, path, data

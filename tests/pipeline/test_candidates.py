@@ -15,8 +15,8 @@ from genni.pipeline.preprocess.config import PreprocessConfig
 from genni.pipeline.serving import export
 from genni.pipeline.training import callbacks as cb
 from genni.pipeline.training import rundir, train
-from genni.pipeline.training.config import TrainConfig
 from genni.pipeline.training.model import BEST_DIR
+from tests.conftest import tiny_config
 
 NUM_USERS, NUM_ITEMS, LENGTH = 300, 30, 8
 
@@ -43,19 +43,8 @@ def alternating(tmp_path_factory):
 
 
 def _config(data, output, **kwargs):
-    values = dict(
-        data=data,
-        output=str(output),
-        epochs=4,
-        hidden_size=32,
-        num_layers=1,
-        num_heads=2,
-        batch_size=64,
-        learning_rate=0.01,
-        dropout=0.1,
-        attention_dropout=0.1,
-    )
-    return TrainConfig.of(**(values | kwargs))
+    values = dict(epochs=4, hidden_size=32, learning_rate=0.01)
+    return tiny_config(data, output, **(values | kwargs))
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,11 @@ def read_split(data_dir, split, max_len):
     return sorted(rows, key=lambda r: r[schema.USER_ID])
 
 
+def preprocess(log, out, *flags):
+    """`genni preprocess --input log --output out` with `flags`: its exit code."""
+    return cli.main(["preprocess", "--input", str(log), "--output", str(out), *flags])
+
+
 def read_lines(path):
     with open(path) as f:
         return f.read().splitlines()
@@ -39,18 +44,7 @@ def synthetic_run(tmp_path_factory):
     log = str(root / "logs" / "reviews.json.gz")
     synthetic.write_log(SMALL, log)
     beam_out, mem_out = str(root / "beam"), str(root / "mem")
-    code = cli.main(
-        [
-            "preprocess",
-            "--input",
-            str(root / "logs" / "*.gz"),
-            "--output",
-            beam_out,
-            "--max-len",
-            "8",
-        ]
-    )
-    assert code == 0
+    assert preprocess(root / "logs" / "*.gz", beam_out, "--max-len", "8") == 0
     inmemory.run(PreprocessConfig(input=log, output=mem_out, max_len=8))
     return beam_out, mem_out
 
@@ -148,7 +142,7 @@ def test_sequence_format_round_trip(tmp_path, synthetic_run):
         )
     )
     out = str(tmp_path / "again")
-    assert cli.main(["preprocess", "--input", str(text), "--output", out]) == 0
+    assert preprocess(text, out) == 0
     assert read_lines(os.path.join(out, schema.SEQUENCES_FILE)) == read_lines(
         os.path.join(beam_out, schema.SEQUENCES_FILE)
     )
@@ -170,21 +164,8 @@ def test_min_rating_and_item_attributes(tmp_path, write_log):
     attributes = tmp_path / "attrs.json"
     attributes.write_text(json.dumps({"i4": [7, 8], "i3": [8], "gone": [1]}))
     out = str(tmp_path / "out")
-    code = cli.main(
-        [
-            "preprocess",
-            "--input",
-            log,
-            "--output",
-            out,
-            "--min-count",
-            "2",
-            "--min-rating",
-            "3",
-            "--item-attributes",
-            str(attributes),
-        ]
-    )
+    flags = ["--min-count", "2", "--min-rating", "3"]
+    code = preprocess(log, out, *flags, "--item-attributes", str(attributes))
     assert code == 0
     stats = outputs.read_json(os.path.join(out, schema.STATS_FILE))
     # Ratings are 1..5 over i0..i4 and again 1 for i5: only 4 and 5 are > 3.
@@ -198,15 +179,7 @@ def test_min_rating_and_item_attributes(tmp_path, write_log):
 
 
 def test_missing_input(tmp_path, capsys):
-    code = cli.main(
-        [
-            "preprocess",
-            "--input",
-            str(tmp_path / "nope*.gz"),
-            "--output",
-            str(tmp_path / "out"),
-        ]
-    )
+    code = preprocess(tmp_path / "nope*.gz", tmp_path / "out")
     assert code == cli.EXIT_USAGE
     assert "No input files match" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "out")
@@ -215,7 +188,7 @@ def test_missing_input(tmp_path, capsys):
 def test_empty_after_filtering_writes_nothing(tmp_path, write_log, capsys):
     log = write_log([review("u1", "i1", 1), review("u2", "i2", 2)])
     out = tmp_path / "out"
-    code = cli.main(["preprocess", "--input", log, "--output", str(out)])
+    code = preprocess(log, out)
     assert code == cli.EXIT_USAGE
     assert "No user is left after filtering" in capsys.readouterr().err
     assert not out.exists()
@@ -224,7 +197,7 @@ def test_empty_after_filtering_writes_nothing(tmp_path, write_log, capsys):
 
 def test_unknown_format(tmp_path, write_log, capsys):
     log = write_log(["<xml/>"], name="weird.txt")
-    code = cli.main(["preprocess", "--input", log, "--output", str(tmp_path / "o")])
+    code = preprocess(log, tmp_path / "o")
     assert code == cli.EXIT_USAGE
     assert "pass --format" in capsys.readouterr().err
     with pytest.raises(SystemExit) as info:
@@ -269,18 +242,10 @@ def test_kcore_that_does_not_converge_is_an_error(tmp_path, write_log, capsys):
     for u in range(6):
         lines += [review(f"u{u}", f"i{u}", 1), review(f"u{u}", f"i{u + 1}", 2)]
     log = write_log(lines)
-    args = [
-        "preprocess",
-        "--input",
-        log,
-        "--output",
-        str(tmp_path / "o"),
-        "--min-count",
-        "2",
-        "--max-kcore-rounds",
-        "1",
-    ]
-    assert cli.main(args) == cli.EXIT_USAGE
+    code = preprocess(
+        log, tmp_path / "o", "--min-count", "2", "--max-kcore-rounds", "1"
+    )
+    assert code == cli.EXIT_USAGE
     assert "did not converge" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
@@ -302,19 +267,7 @@ def test_item_attributes_from_amazon_and_yelp_metadata(tmp_path, write_log):
     ]
     meta = write_log(metadata, name="meta.json.gz")
     out = str(tmp_path / "out")
-    code = cli.main(
-        [
-            "preprocess",
-            "--input",
-            log,
-            "--output",
-            out,
-            "--min-count",
-            "2",
-            "--item-attributes",
-            meta,
-        ]
-    )
+    code = preprocess(log, out, "--min-count", "2", "--item-attributes", meta)
     assert code == 0
     written = outputs.read_json(os.path.join(out, schema.ITEM_ATTRIBUTES_FILE))
     items = read_lines(os.path.join(out, schema.ITEMS_FILE))

@@ -34,8 +34,6 @@ def exported(tmp_path_factory):
         num_users=300,
         num_items=80,
         seed=2,
-        max_len=8,
-        hidden_size=16,
         heads=2,
         encoder="filtermix",
     )

@@ -30,6 +30,7 @@ from tensorflow_serving.apis import (
 from genni.pipeline.cli import main as cli
 from genni.pipeline.serving import predict, warmup
 from genni.pipeline.serving import server as serving
+from genni.pipeline.serving.probe import wait_until
 from tests.conftest import train_and_export
 
 PREDICT = "/v1/models/genni:predict"
@@ -44,7 +45,6 @@ def exported(tmp_path_factory):
         seed=3,
         max_len=6,
         hidden_size=8,
-        heads=1,
     )
     return base, path, items
 
@@ -76,15 +76,6 @@ def _rest(srv, path, body=None):
 
 def _served(srv) -> int:
     return int(_rest(srv, "/v1/models/genni")[1]["model_version_status"][0]["version"])
-
-
-def _wait(condition, seconds=60.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _add_version(base, source, name, corrupt=None):
@@ -149,13 +140,13 @@ def test_bad_version_directories_are_skipped_once_and_polling_goes_on(
     assert _served(server) == 1
     _add_version(base, path, "\u00b2")  # "²".isdigit(), but int("²") fails.
     _add_version(base, path, "5", corrupt=_truncate_variables)
-    assert _wait(lambda: 5 in server.repository.refused, 30)
+    assert wait_until(lambda: 5 in server.repository.refused, 30)
     time.sleep(1.0)  # About ten more polls.
     assert _served(server) == 1
     refusals = [r for r in caplog.records if "version 5" in r.getMessage()]
     assert len(refusals) == 1 and refusals[0].levelno == logging.ERROR
     _add_version(base, path, "6")
-    assert _wait(lambda: _served(server) == 6, 60)
+    assert wait_until(lambda: _served(server) == 6, 60)
     status, body = _rest(server, PREDICT, {"instances": [[items[0]]]})
     assert status == 200 and len(body["predictions"][0]["item_ids"]) == 5
 
@@ -168,7 +159,7 @@ def test_foreign_savedmodel_is_refused_and_the_old_version_serves_on(exported, s
         staging = os.path.join(base, ".staging-7")
         _foreign_savedmodel(staging)
         os.rename(staging, os.path.join(base, "7"))
-        assert _wait(lambda: 7 in server.repository.refused, 60)
+        assert wait_until(lambda: 7 in server.repository.refused, 60)
         time.sleep(0.5)
     finally:
         load.stop()
@@ -432,17 +423,17 @@ def test_no_request_fails_at_concurrency_32(server, exported):
 
 def test_connections_are_bounded_and_idle_ones_closed(server, exported, monkeypatch):
     _, _, items = exported
-    assert _wait(lambda: server.http.active == 0, 10)
+    assert wait_until(lambda: server.http.active == 0, 10)
     monkeypatch.setattr(server.http, "max_connections", 2)
     monkeypatch.setattr(server.http, "queue_seconds", 0.3)
     idle = [socket.create_connection(("127.0.0.1", server.rest_port)) for _ in "ab"]
     try:
-        assert _wait(lambda: server.http.active == 2, 10)
+        assert wait_until(lambda: server.http.active == 2, 10)
         status, body = _rest(server, PREDICT, {"instances": [[items[0]]]})
         assert status == 503 and "busy" in body["error"]
     finally:
         idle.pop().close()
-    assert _wait(lambda: server.http.active == 1, 10)
+    assert wait_until(lambda: server.http.active == 1, 10)
     assert _rest(server, PREDICT, {"instances": [[items[0]]]})[0] == 200
     idle.pop().close()
 

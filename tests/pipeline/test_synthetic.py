@@ -72,12 +72,7 @@ def test_sequences_are_those_of_numpys_weighted_choice():
 
     config = synthetic.SyntheticConfig(num_users=40, num_items=30, seed=7)
     rng = np.random.default_rng(config.seed)
-    popularity = 1.0 / np.arange(1, config.num_items + 1) ** config.zipf_exponent
-    popularity /= popularity.sum()
-    successors = rng.choice(
-        config.num_items, size=(config.num_items, config.successors), p=popularity
-    )
-    extra = rng.poisson(config.mean_length - config.min_length, size=config.num_users)
+    popularity, successors, extra = synthetic.sequence_law(config, rng)
     expected = []
     for length in config.min_length + extra:
         item = int(rng.choice(config.num_items, p=popularity))

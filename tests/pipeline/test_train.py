@@ -12,7 +12,7 @@ from genni.pipeline.training import rundir, train
 from genni.pipeline.training.config import TrainConfig
 from genni.pipeline.training.data import Dataset
 from genni.pipeline.training.model import build_model, learning_rate
-from tests.conftest import make_dataset
+from tests.conftest import make_dataset, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -27,20 +27,8 @@ def read_json(path):
 
 
 def _config(data, output, **kwargs):
-    values = dict(
-        data=data,
-        output=str(output),
-        epochs=3,
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        batch_size=64,
-        learning_rate=0.005,
-        dropout=0.1,
-        attention_dropout=0.1,
-        patience=10,
-    )
-    return TrainConfig.of(**(values | kwargs))
+    values = dict(epochs=3, hidden_size=16, learning_rate=0.005, patience=10)
+    return tiny_config(data, output, **(values | kwargs))
 
 
 def _killed_then_resumed(data, output, monkeypatch, kill_epoch, **kwargs):

@@ -61,10 +61,11 @@ def draw(
     def draw_chunk(args: tuple):
         q, ids, seed = args[:3]
         if each_row:
-            chunk_ids, logits = per_row.chunk_scores(q, table, ids, args[3], m)
+            chunk_ids, logits = per_row.row_candidates(q, table, ids, args[3], m)
+            logits = per_row.fallback(chunk_ids, logits, ids)
             extra = None
             if extras:
-                logits, extra = successors.join_per_row(
+                logits, extra = successors.join(
                     q, table, args[-1], ids, chunk_ids, logits
                 )
             return pick.draw(
@@ -97,7 +98,7 @@ def draw(
             )
         extra = None
         if extras:
-            masked, extra = successors.join_shared(
+            masked, extra = successors.join(
                 q, table, args[-1], ids, chunk_ids, masked, rows
             )
         return pick.draw(masked, chunk_ids, log_subset, k, seed, extra, return_log_q)

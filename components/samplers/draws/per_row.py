@@ -39,19 +39,12 @@ def row_candidates(
     return ids, tf.where(masked, tf.cast(NEG_INF, scores.dtype), scores)
 
 
-def chunk_scores(
-    queries: tf.Tensor,
-    table: tf.Tensor,
-    never: tf.Tensor,
-    seed: tf.Tensor,
-    num_candidates: int,
-) -> tuple[tf.Tensor, tf.Tensor]:
-    """A chunk's candidates and scores: `row_candidates`, where a row with
-    nothing left (rare) keeps all but its target."""
-    ids, logits = row_candidates(queries, table, never, seed, num_candidates)
+def fallback(ids: tf.Tensor, logits: tf.Tensor, never: tf.Tensor) -> tf.Tensor:
+    """The scores of `row_candidates` (`ids`, `logits` [rows, m]), where a row
+    with nothing left (rare) keeps all but its target (`never[:, 0]`)."""
     empty = tf.reduce_all(tf.math.is_inf(logits), axis=-1, keepdims=True)
     # `never[:, 0]`, not `never[:, :1]`: a slice of a width unknown when
     # traced (the user's items, `exclude`) has an unknown width, which would
     # spread to the logits and break `pick.draw`'s static shapes.
-    fallback = tf.where(ids == never[:, 0, None], NEG_INF, 0.0)
-    return ids, tf.where(empty, tf.cast(fallback, logits.dtype), logits)
+    kept = tf.where(ids == never[:, 0, None], NEG_INF, 0.0)
+    return tf.where(empty, tf.cast(kept, logits.dtype), logits)

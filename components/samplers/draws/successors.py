@@ -42,34 +42,23 @@ def extra_logits(
     return tf.where(bad, tf.cast(NEG_INF, scores.dtype), scores), bad
 
 
-def join_shared(
+def join(
     queries: tf.Tensor,
     table: tf.Tensor,
     extras: tf.Tensor,
     never: tf.Tensor,
     candidate_ids: tf.Tensor,
     logits: tf.Tensor,
-    rows: tf.Tensor,
+    rows: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
-    """A shared V' (`candidate_ids` [m], sorted) with the rows' extras: the
-    logits with each extra's copy in V' at -inf, and the extras for the pick."""
+    """V' with the rows' extras: the logits with each extra's copy in V' at
+    -inf, and the extras for the pick. `candidate_ids`: a V' shared by the
+    `rows` rows ([m], sorted), or each row's own ([rows, m]; `rows` unused)."""
     scores, bad = extra_logits(queries, table, extras, never)
-    none = tf.constant(-1, tf.int64)
-    columns = tf.where(bad, none, pick.columns(extras, candidate_ids))
-    return pick.mask_columns(logits, columns, rows), (scores, extras)
-
-
-def join_per_row(
-    queries: tf.Tensor,
-    table: tf.Tensor,
-    extras: tf.Tensor,
-    never: tf.Tensor,
-    candidate_ids: tf.Tensor,
-    logits: tf.Tensor,
-) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
-    """Each row's own V' (`candidate_ids` [rows, m]) with its extras, as
-    `join_shared`."""
-    scores, bad = extra_logits(queries, table, extras, never)
+    if candidate_ids.shape.rank == 1:  # A shared V': mask the copies' columns.
+        none = tf.constant(-1, tf.int64)
+        columns = tf.where(bad, none, pick.columns(extras, candidate_ids))
+        return pick.mask_columns(logits, columns, rows), (scores, extras)
     valid = tf.where(bad, tf.constant(0, tf.int64), extras)
     copy = tf.reduce_any(candidate_ids[:, :, None] == valid[:, None, :], -1)
     logits = tf.where(copy, tf.cast(NEG_INF, logits.dtype), logits)
