@@ -29,6 +29,7 @@ SLOW_FILES_FIRST = (
     "test_sparse_loop.py",
     "test_preprocess_e2e.py",
     "test_pretrain.py",
+    "test_loop_api.py",
 )
 
 
