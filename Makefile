@@ -25,6 +25,13 @@ $(STAMP): setup.py
 	$(PY) -m pip install --quiet -e '.[dev,ann]'
 	touch $(STAMP)
 
+# `genni pipeline` exits 3 when the guard refuses its candidate (it lost to
+# the popularity ranking or to what serves): an outcome the demo shows, not a
+# failure. Its 24 epochs beat the popularity ranking by about 9 NDCG@10 points
+# on validation (train seeds 0, 1, 2: docs/pipeline.md).
+GUARD_KEPT = { status=$$?; test $$status -eq 3 || exit $$status; \
+	echo '--- the guard refused the candidate: what served before serves on (exit 3)'; }
+
 demo: install
 	rm -rf $(DEMO)
 	$(GENNI) synth --output $(DEMO)/logs/reviews.json.gz
@@ -38,9 +45,9 @@ demo: install
 	$(PY) -m genni.pipeline.cli.demo --model-base-path $(DEMO)/models --data $(DEMO)/data
 	$(GENNI) batch-recommend --model $(DEMO)/models --input '$(DEMO)/logs/*.json.gz' \
 		--output $(DEMO)/recommendations
-	$(GENNI) pipeline --config examples/pipeline.yaml
+	$(GENNI) pipeline --config examples/pipeline.yaml || $(GUARD_KEPT)
 	@echo '--- the same pipeline again: every step is up to date'
-	$(GENNI) pipeline --config examples/pipeline.yaml
+	$(GENNI) pipeline --config examples/pipeline.yaml || $(GUARD_KEPT)
 
 lint: install
 	$(VENV)/bin/ruff check .
