@@ -41,6 +41,27 @@ def pytest_collection_modifyitems(items) -> None:
     items.sort(key=rank)  # Stable: each file's tests keep their order.
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "beam: the loop's preprocess step runs on Apache Beam, as it does for "
+        "users (`in_memory_preprocessing` leaves it so)",
+    )
+
+
+@pytest.fixture
+def in_memory_preprocessing(request, monkeypatch):
+    """The loop's preprocess step (`genni pipeline`, `genni replay`) on the
+    in-memory reference instead of Beam: the same outputs
+    (test_preprocess_e2e), without Beam's ~3 s start per step. A test marked
+    `beam` keeps Beam."""
+    if request.node.get_closest_marker("beam"):
+        return
+    from genni.pipeline.preprocess import beam, inmemory
+
+    monkeypatch.setattr(beam, "preprocess", lambda config, args: inmemory.run(config))
+
+
 def review(user: str, item: str, t: int, rating: float = 5.0) -> str:
     return json.dumps(
         {"reviewerID": user, "asin": item, "overall": rating, "unixReviewTime": t}

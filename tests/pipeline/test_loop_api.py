@@ -15,6 +15,9 @@ from tests.pipeline.test_workflow import (  # noqa: F401 (a fixture)
     no_command_line,
 )
 
+# The loop's preprocess step in memory (conftest: `in_memory_preprocessing`).
+pytestmark = pytest.mark.usefixtures("in_memory_preprocessing")
+
 
 @pytest.mark.usefixtures("no_command_line")
 def test_the_pipeline_and_the_replay_are_functions(tmp_path):
@@ -45,10 +48,16 @@ def test_the_pipeline_and_the_replay_are_functions(tmp_path):
         sections,
         str(tmp_path / "replay"),
         log=said.append,
-        loops=("warm",),
+        loops=("scratch",),
     )
     assert [r["step"] for r in rows] == [1] and rows[0]["cases"] > 0
-    assert rows[0]["warm_export"] == "published"
-    assert 0.0 <= rows[0]["warm"]["NDCG@10"] <= 100.0
+    # The loop from scratch (`genni replay --loops scratch`; the warm loop:
+    # test_replay.py), and the first version, never retrained, is its.
+    assert rows[0]["scratch_export"] == "published" and not rows[0]["warm"]
+    assert 0.0 <= rows[0]["scratch"]["NDCG@10"] <= 100.0
+    assert rows[0]["never"] == rows[0]["scratch"]
+    assert rows[0]["scratch_train_seconds"] > 0
     assert json.loads((tmp_path / "replay" / "replay.json").read_text()) == rows
-    assert any("[warm] export: published" in line for line in said)
+    assert any("[scratch] export: published" in line for line in said)
+    report = (tmp_path / "replay" / "replay.md").read_text()
+    assert "scratch NDCG@10" in report and "warm NDCG@10" not in report

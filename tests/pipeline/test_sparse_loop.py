@@ -8,6 +8,7 @@ import dataclasses
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from genni.components import schema
@@ -18,6 +19,9 @@ from genni.pipeline.preprocess.config import PreprocessConfig
 from genni.pipeline.serving import export, guard
 from genni.pipeline.training import rundir
 from tests.pipeline.test_workflow import TINY
+
+# The loop's preprocess step in memory (conftest: `in_memory_preprocessing`).
+pytestmark = pytest.mark.usefixtures("in_memory_preprocessing")
 
 DAY = 86400
 

@@ -16,6 +16,9 @@ from genni.pipeline.preprocess import beam, synthetic
 from genni.pipeline.serving import guard
 from genni.pipeline.training import train
 
+# The loop's preprocess step in memory (conftest: `in_memory_preprocessing`).
+pytestmark = pytest.mark.usefixtures("in_memory_preprocessing")
+
 TINY = {"epochs": 2, "hidden_size": 8, "num_heads": 1, "num_layers": 1}
 
 
@@ -58,6 +61,7 @@ def _never(*args, **kwargs):
     raise AssertionError("this step should have been skipped")
 
 
+@pytest.mark.beam  # The one loop test on Beam, as users run it.
 def test_second_run_does_nothing(pipeline_file, monkeypatch, capsys):
     path = pipeline_file()
     assert cli.main(["pipeline", "--config", path]) == 0
