@@ -124,6 +124,7 @@ def run_replay(
                     for run in (result.run, result.refit)
                     if run
                 )
+                row[f"{name}_epochs"] = epochs_of(result.run, result.refit, trained)
                 trained.update({result.run, result.refit})
                 row[f"{name}_export"] = result.export["decision"]
                 row[f"{name}_why"] = result.export["why"]
@@ -224,6 +225,26 @@ def below_popular(row: dict, name: str) -> bool:
     if served is None or "(popular)" in row.get(f"{name}_served", ""):
         return False
     return served < row["popular"]["NDCG@10"]
+
+
+def epochs_of(run_dir: str, refit: str | None, trained: set) -> dict:
+    """What a step's training cost in epochs: `trained`, the epochs the run
+    trained at this step (0: an earlier step trained it), `chosen`, its best
+    epoch (the one judged), and `refit`, the epochs of its refit (None: no
+    refit; 0: an earlier step's)."""
+    from genni.pipeline.training import rundir
+
+    def read(path: str) -> dict:
+        return rundir.read_json(os.path.join(path, rundir.METRICS_FILE))
+
+    metrics = read(run_dir)
+    return {
+        "trained": 0 if run_dir in trained else metrics["epochs_run"],
+        "chosen": metrics.get("best_epoch"),
+        "refit": None
+        if refit is None
+        else (0 if refit in trained else read(refit)["epochs_run"]),
+    }
 
 
 def train_seconds(run_dir: str, trained: set) -> float:

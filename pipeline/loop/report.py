@@ -20,7 +20,11 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
         "| step | cases | items | k-core removed: catalog / test targets | "
         "targets unknown to the served model: never met / met before the cut | "
         + " | ".join(f"{v} NDCG@10" for v in shown)
-        + "".join(f" | {v} serves | {v} train s | {v} pipeline s" for v in loops)
+        + "".join(
+            f" | {v} serves | {v} epochs trained (chosen) | {v} train s | "
+            f"{v} pipeline s"
+            for v in loops
+        )
         + " | warm export |"
     )
     lines = [
@@ -53,6 +57,7 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
             + " | ".join(ndcg(r, v) for v in shown)
             + "".join(
                 f" | {r.get(f'{v}_served', '')}"
+                f" | {epochs_cell(r.get(f'{v}_epochs'))}"
                 f" | {r.get(f'{v}_train_seconds', float('nan')):.0f}"
                 f" | {r.get(f'{v}_seconds', float('nan')):.0f}"
                 for v in loops
@@ -170,3 +175,16 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     figure.tight_layout()
     figure.savefig(os.path.join(output, "replay.png"), dpi=120)
     plt.close(figure)
+
+
+def epochs_cell(epochs: dict | None) -> str:
+    """'200 (7) + refit 7': the epochs a loop trained at a step, its chosen
+    epoch, and its refit's epochs; 'reused (7)' for a run an earlier step
+    trained."""
+    if not epochs:
+        return ""
+    trained = epochs["trained"] or "reused"
+    cell = f"{trained} ({epochs['chosen']})"
+    if epochs.get("refit") is not None:
+        cell += f" + refit {epochs['refit'] or 'reused'}"
+    return cell

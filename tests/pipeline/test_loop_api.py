@@ -57,6 +57,7 @@ def test_the_pipeline_and_the_replay_are_functions(tmp_path):
     assert 0.0 <= rows[0]["scratch"]["NDCG@10"] <= 100.0
     assert rows[0]["never"] == rows[0]["scratch"]
     assert rows[0]["scratch_train_seconds"] > 0
+    assert rows[0]["scratch_epochs"] == {"trained": 1, "chosen": 1, "refit": None}
     assert json.loads((tmp_path / "replay" / "replay.json").read_text()) == rows
     assert any("[scratch] export: published" in line for line in said)
     report = (tmp_path / "replay" / "replay.md").read_text()

@@ -72,6 +72,9 @@ def test_a_replay_runs_end_to_end(tmp_path):
     assert f"below the popularity ranking: warm {count} of 2" in text
     # Each loop's training time per step (step 2's warm run a new one).
     assert rows[1]["warm_train_seconds"] > 0 and not rows[1]["scratch"]
+    # Each loop's epochs at each step: trained, chosen, and the refit's (none).
+    assert rows[0]["warm_epochs"] == {"trained": 1, "chosen": 1, "refit": None}
+    assert "warm epochs trained (chosen)" in text and "| 1 (1) |" in text
     assert "Training seconds after step 1" in text
     assert (out / "replay.png").exists()
     # `--serve`: genni serve on the loop's models from step 1's version on,
@@ -80,3 +83,14 @@ def test_a_replay_runs_end_to_end(tmp_path):
     assert serving["requests"] > 0 and serving["failures"] == 0, serving["errors"]
     assert serving["versions"][0] == 1
     assert "requests to `genni serve`" in text
+
+
+def test_the_report_shows_each_steps_epochs():
+    from genni.pipeline.loop.report import epochs_cell
+
+    assert epochs_cell({"trained": 200, "chosen": 7, "refit": 7}) == "200 (7) + refit 7"
+    assert epochs_cell({"trained": 0, "chosen": 7, "refit": 0}) == (
+        "reused (7) + refit reused"
+    )
+    assert epochs_cell({"trained": 12, "chosen": 3, "refit": None}) == "12 (3)"
+    assert epochs_cell(None) == ""
