@@ -101,6 +101,8 @@ def recorded_curves(path) -> list[dict]:
                 continue  # Too short a curve to replay patience 40 on.
             if config.get("alpha") != PRESETS[preset]["alpha"]:
                 continue  # The paper's alpha sweeps: not the presets' settings.
+            if config.get("warm_start"):
+                continue  # A warm-started run's curve: not a fresh run's.
             ended = stop(curve, config["patience"])[0] == len(curve)
             if not ended and len(curve) < config.get("epochs", 200):
                 continue  # Cut short by hand: not a complete curve.
