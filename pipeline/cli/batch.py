@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from genni.pipeline.cli import data
+from genni.pipeline.cli.common import say_dead_letters
 
 
 def _batch_recommend(args: argparse.Namespace, beam_args: list[str]) -> int:
@@ -39,7 +40,7 @@ def _batch_recommend(args: argparse.Namespace, beam_args: list[str]) -> int:
             f"{summary['users_popular_fallback']:,} users had no item the model "
             "knows and got the most popular items (marked popular_fallback)."
         )
-    data.say_dead_letters(summary["malformed_lines"], f"{args.output}/dead_letter")
+    say_dead_letters(summary["malformed_lines"], f"{args.output}/dead_letter")
     return 0
 
 

@@ -8,12 +8,12 @@ come after logging is set up).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import time
 
 from genni.components import schema
+from genni.pipeline.cli.common import from_args, say_dead_letters
 from genni.pipeline.preprocess import formats, sequences, synthetic
 from genni.pipeline.preprocess.config import DEFAULT_MAX_KCORE_ROUNDS, PreprocessConfig
 from genni.pipeline.preprocess.summary import format_stats
@@ -163,19 +163,6 @@ def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
 
 def synth_config_from_args(args: argparse.Namespace) -> SyntheticConfig:
     return from_args(SyntheticConfig, args, SYNTH_FLAGS)
-
-
-def from_args(cls, args: argparse.Namespace, names=None):
-    """A settings dataclass from the flags of its fields (`names`; default:
-    every field)."""
-    names = names or [f.name for f in dataclasses.fields(cls)]
-    return cls(**{name: getattr(args, name) for name in names})
-
-
-def say_dead_letters(count: int, directory: str) -> None:
-    """The line a command prints when it set malformed lines aside."""
-    if count:
-        print(f"{count:,} malformed lines set aside in {directory}/")
 
 
 def _preprocess(args: argparse.Namespace, beam_args: list[str]) -> int:

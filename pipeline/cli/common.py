@@ -1,0 +1,20 @@
+"""What several commands share: settings from their flags, and the line
+about dead letters."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+
+def from_args(cls, args: argparse.Namespace, names=None):
+    """A settings dataclass from the flags of its fields (`names`; default:
+    every field)."""
+    names = names or [f.name for f in dataclasses.fields(cls)]
+    return cls(**{name: getattr(args, name) for name in names})
+
+
+def say_dead_letters(count: int, directory: str) -> None:
+    """The line a command prints when it set malformed lines aside."""
+    if count:
+        print(f"{count:,} malformed lines set aside in {directory}/")
