@@ -119,12 +119,9 @@ def run_replay(
                 start = time.perf_counter()
                 result = run_pipeline(loop, log=lambda m, n=name: log(f"[{n}] {m}"))
                 row[f"{name}_seconds"] = round(time.perf_counter() - start, 1)
-                row[f"{name}_train_seconds"] = sum(  # The refit's too.
-                    train_seconds(run, trained)
-                    for run in (result.run, result.refit)
-                    if run
-                )
-                row[f"{name}_epochs"] = epochs_of(result.run, result.refit, trained)
+                seconds, epochs = training_cost(result.run, result.refit, trained)
+                row[f"{name}_train_seconds"] = seconds  # The refit's too.
+                row[f"{name}_epochs"] = epochs
                 trained.update({result.run, result.refit})
                 row[f"{name}_export"] = result.export["decision"]
                 row[f"{name}_why"] = result.export["why"]
@@ -227,37 +224,36 @@ def below_popular(row: dict, name: str) -> bool:
     return served < row["popular"]["NDCG@10"]
 
 
-def epochs_of(run_dir: str, refit: str | None, trained: set) -> dict:
-    """What a step's training cost in epochs: `trained`, the epochs the run
-    trained at this step (0: an earlier step trained it), `chosen`, its best
-    epoch (the one judged), and `refit`, the epochs of its refit (None: no
-    refit; 0: an earlier step's)."""
+def training_cost(run_dir: str, refit: str | None, trained: set) -> tuple:
+    """What a step's training cost, from each run's metrics.json read once:
+    the seconds the run and its refit trained and validated (their epochs'
+    records), and in epochs `trained`, the epochs the run trained at this
+    step, `chosen`, its best epoch (the one judged), and `refit`, its refit's
+    epochs (None: no refit). A run an earlier step trained costs 0."""
     from genni.pipeline.training import rundir
 
-    def read(path: str) -> dict:
-        return rundir.read_json(os.path.join(path, rundir.METRICS_FILE))
-
-    metrics = read(run_dir)
-    return {
-        "trained": 0 if run_dir in trained else metrics["epochs_run"],
-        "chosen": metrics.get("best_epoch"),
-        "refit": None
-        if refit is None
-        else (0 if refit in trained else read(refit)["epochs_run"]),
+    seconds, epochs_run, chosen = 0.0, {}, None
+    for path in (run_dir, refit):
+        if path is None or (path in trained and path != run_dir):
+            epochs_run[path] = 0
+            continue
+        metrics = rundir.read_json(os.path.join(path, rundir.METRICS_FILE))
+        if path == run_dir:
+            chosen = metrics.get("best_epoch")
+        if path in trained:
+            epochs_run[path] = 0
+            continue
+        epochs_run[path] = metrics["epochs_run"]
+        seconds += round(
+            sum(
+                r["train_seconds"] + r.get("eval_seconds", 0.0)
+                for r in metrics["history"]
+            ),
+            1,
+        )
+    epochs = {
+        "trained": epochs_run[run_dir],
+        "chosen": chosen,
+        "refit": None if refit is None else epochs_run[refit],
     }
-
-
-def train_seconds(run_dir: str, trained: set) -> float:
-    """Seconds the run trained and validated (its epochs' records), 0 for a
-    run an earlier step trained."""
-    from genni.pipeline.training import rundir
-
-    if run_dir in trained:
-        return 0.0
-    metrics = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE))
-    return round(
-        sum(
-            r["train_seconds"] + r.get("eval_seconds", 0.0) for r in metrics["history"]
-        ),
-        1,
-    )
+    return seconds, epochs
