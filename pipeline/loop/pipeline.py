@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from genni.pipeline.loop import steps
 from genni.pipeline.loop.config import SERVED, ExportConfig, checked, load_config
@@ -49,11 +49,17 @@ class PipelineResult:
 
 
 def run_pipeline(
-    config: dict | str | os.PathLike, log: Callable[[str], None] = print
+    config: dict | str | os.PathLike,
+    log: Callable[[str], None] = print,
+    runs_from: Sequence[str] = (),
 ) -> PipelineResult:
     """Run the pipeline `config` (a YAML/JSON file, or its mapping with
     `input:` and `workdir:`; checked before any step writes), logging each
     step's progress through `log`; returns what the steps produced.
+    `runs_from`: work directories of other pipelines: a run (or refit) one of
+    them finished with the same settings and seed on the same dataset, ids
+    included, is linked into this one's `runs/`, not trained again (`genni
+    replay`'s loops share their first step's run).
 
     With `train: {warm_start: served}` the nightly loop: the run behind the
     version serving now (none: train from scratch) gives its dataset's ids to
@@ -77,13 +83,13 @@ def run_pipeline(
         if os.path.abspath(judged.data) == os.path.abspath(data):
             # The served run is this dataset's own: the same run, not a new one.
             start = judged.warm_start
-    run_dir = steps.step_train(config, data, tuned, log, start)
+    run_dir = steps.step_train(config, data, tuned, log, start, runs_from)
     test = steps.step_evaluate(run_dir, log)
     refit = None
     signal = rundir.read_json(os.path.join(run_dir, rundir.METRICS_FILE)).get(
         "validation_signal", True
     )
     if ExportConfig.from_dict(config.get("export") or {}).refit and signal:
-        refit = steps.step_refit(config, data, run_dir, log)
+        refit = steps.step_refit(config, data, run_dir, log, runs_from)
     decision = steps.step_export(config, data, run_dir, log, refit)
     return PipelineResult(data, run_dir, refit, test, decision)

@@ -117,12 +117,22 @@ def run_replay(
                 workdir = os.path.join(output, name)
                 loop = {**loop, "input": step_log, "workdir": workdir}
                 start = time.perf_counter()
-                result = run_pipeline(loop, log=lambda m, n=name: log(f"[{n}] {m}"))
+                result = run_pipeline(
+                    loop,
+                    log=lambda m, n=name: log(f"[{n}] {m}"),
+                    # A run another loop trained (the first step's) is not
+                    # trained again.
+                    runs_from=[os.path.join(output, other) for other in loops],
+                )
                 row[f"{name}_seconds"] = round(time.perf_counter() - start, 1)
-                seconds, epochs = training_cost(result.run, result.refit, trained)
+                # Where the runs are: another loop's, linked, are met before.
+                run = os.path.realpath(result.run)
+                refit = os.path.realpath(result.refit) if result.refit else None
+                seconds, epochs = training_cost(run, refit, trained)
                 row[f"{name}_train_seconds"] = seconds  # The refit's too.
                 row[f"{name}_epochs"] = epochs
-                trained.update({result.run, result.refit})
+                row[f"{name}_reused"] = reused(result.run, output)
+                trained.update({run, refit})
                 row[f"{name}_export"] = result.export["decision"]
                 row[f"{name}_why"] = result.export["why"]
                 row[f"{name}_served"] = served_what(workdir)
@@ -187,6 +197,15 @@ def run_replay(
         rows[-1]["serve"] = probe.counts()
         write_report(rows, output, log_path, every_days, steps)
     return rows
+
+
+def reused(run: str, output: str) -> str | None:
+    """The loop whose finished run a loop's pipeline reused (`run` linked
+    from that loop's work directory in `output`); None: its own."""
+    if not os.path.islink(run):
+        return None
+    other = os.path.relpath(os.path.realpath(run), os.path.realpath(output))
+    return other.split(os.sep)[0]
 
 
 def kcore_shares(stats: dict) -> dict:

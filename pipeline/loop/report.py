@@ -57,7 +57,7 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
             + " | ".join(ndcg(r, v) for v in shown)
             + "".join(
                 f" | {r.get(f'{v}_served', '')}"
-                f" | {epochs_cell(r.get(f'{v}_epochs'))}"
+                f" | {epochs_cell(r.get(f'{v}_epochs'), r.get(f'{v}_reused'))}"
                 f" | {r.get(f'{v}_train_seconds', float('nan')):.0f}"
                 f" | {r.get(f'{v}_seconds', float('nan')):.0f}"
                 for v in loops
@@ -81,6 +81,15 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     ]
     if refusals:
         lines += ["", "Candidates of the warm loop refused:", "", *refusals]
+    shared = [
+        f"- step {r['step']}: the {v} loop's run is the {r[f'{v}_reused']} loop's "
+        "(the same data, settings and seed), trained once"
+        for r in rows
+        for v in loops
+        if r.get(f"{v}_reused")
+    ]
+    if shared:
+        lines += ["", "Runs trained once for two loops:", "", *shared]
     arrived = sum(r.get("new_items", 0) for r in rows)
     later = rows[1:]  # Step 1 trains both loops from scratch.
     spent = {
@@ -177,14 +186,16 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     plt.close(figure)
 
 
-def epochs_cell(epochs: dict | None) -> str:
+def epochs_cell(epochs: dict | None, reused: str | None = None) -> str:
     """'200 (7) + refit 7': the epochs a loop trained at a step, its chosen
     epoch, and its refit's epochs; 'reused (7)' for a run an earlier step
-    trained."""
+    trained; "warm's run (7)" for the run another loop (`reused`) trained
+    at this step."""
     if not epochs:
         return ""
-    trained = epochs["trained"] or "reused"
+    met = f"{reused}'s" if reused else "reused"
+    trained = epochs["trained"] or (f"{met} run" if reused else met)
     cell = f"{trained} ({epochs['chosen']})"
     if epochs.get("refit") is not None:
-        cell += f" + refit {epochs['refit'] or 'reused'}"
+        cell += f" + refit {epochs['refit'] or met}"
     return cell

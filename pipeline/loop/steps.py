@@ -30,6 +30,7 @@ import glob
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 
 from genni.components import schema
 from genni.pipeline.loop.config import ExportConfig, train_config
@@ -124,11 +125,17 @@ def step_tune(config: dict, data: str, log) -> dict:
 
 
 def step_train(
-    config: dict, data: str, tuned: dict, log, warm_start: str | None = None
+    config: dict,
+    data: str,
+    tuned: dict,
+    log,
+    warm_start: str | None = None,
+    runs_from: Sequence[str] = (),
 ) -> str:
     """The train step's run; from `warm_start`'s weights when they fit its
     model, else from scratch, saying why (the loop's `train:` section or
-    `genni train`'s default changed what the weights are)."""
+    `genni train`'s default changed what the weights are). `runs_from`:
+    other work directories whose finished runs are reused (`_train_run`)."""
     from genni.models.config import weight_differences
     from genni.pipeline.training import model
 
@@ -142,10 +149,12 @@ def step_train(
             f"({', '.join(differ)}), so this run trains from scratch"
         )
         run = run.replace(warm_start=None)
-    return _train_run(config, run, log)
+    return _train_run(config, run, log, runs_from)
 
 
-def step_refit(config: dict, data: str, run_dir: str, log) -> str:
+def step_refit(
+    config: dict, data: str, run_dir: str, log, runs_from: Sequence[str] = ()
+) -> str:
     """The refit of `run_dir` (`export: {refit: true}`): the same input with
     every event learned (`--test-days 0`, ids kept after `data`'s), `run_dir`'s
     settings and warm start, its best epoch count, no validation."""
@@ -167,12 +176,14 @@ def step_refit(config: dict, data: str, run_dir: str, log) -> str:
         }
     )
     log(f"refit: {best} epochs of {run_dir}'s settings on every event")
-    return _train_run(config, probe, log)
+    return _train_run(config, probe, log, runs_from)
 
 
-def _train_run(config: dict, probe, log) -> str:
+def _train_run(config: dict, probe, log, runs_from: Sequence[str] = ()) -> str:
     """The run of `probe` (output unset) in `workdir/runs`: found finished,
-    resumed, or trained."""
+    resumed, or trained; or the same run finished in the runs of a work
+    directory of `runs_from` on the same dataset (ids included), linked into
+    `workdir/runs`, not trained again."""
     from genni.pipeline.training import keys, rundir, train
     from genni.pipeline.training.config import TrainConfig
 
@@ -180,6 +191,8 @@ def _train_run(config: dict, probe, log) -> str:
     runs_dir = os.path.join(config["workdir"], "runs")
     key = keys.run_key(probe, keys.data_fingerprint(data))
     found = keys.existing_runs(runs_dir).get(key)
+    if found is None:
+        found = _reuse(key, data, runs_dir, runs_from, log)
     if found is not None:
         run_dir, _ = found
         if os.path.exists(os.path.join(run_dir, rundir.METRICS_FILE)):
@@ -195,6 +208,36 @@ def _train_run(config: dict, probe, log) -> str:
     run = TrainConfig.from_dict({**probe.to_dict(), "output": run_dir})
     train.train(run, resume=resume, verbose=0)
     return run_dir
+
+
+def _reuse(key: str, data: str, runs_dir: str, runs_from: Sequence[str], log):
+    """(link, config) of a finished run with `key` in another work
+    directory's runs whose dataset has `data`'s ids, linked into `runs_dir`
+    under its own name; None when there is none. A run key is its settings
+    and its dataset's statistics: two loops' datasets of the same log can
+    number their items apart (one keeps an earlier dataset's ids), so the ids
+    are compared too."""
+    from genni.pipeline.preprocess import outputs
+    from genni.pipeline.training import keys, rundir
+
+    for workdir in runs_from:
+        other = os.path.join(workdir, "runs")
+        if os.path.abspath(other) == os.path.abspath(runs_dir):
+            continue
+        found = keys.existing_runs(other).get(key)
+        if found is None:
+            continue
+        run_dir, run = found
+        if not os.path.exists(os.path.join(run_dir, rundir.METRICS_FILE)):
+            continue  # Unfinished there: this pipeline trains its own.
+        if outputs.read_vocabulary(run.data) != outputs.read_vocabulary(data):
+            continue
+        os.makedirs(runs_dir, exist_ok=True)
+        link = os.path.join(runs_dir, os.path.basename(os.path.normpath(run_dir)))
+        os.symlink(os.path.relpath(os.path.realpath(run_dir), runs_dir), link)
+        log(f"train: the same run on the same data is finished: {run_dir} (linked)")
+        return link, run
+    return None
 
 
 def step_evaluate(run_dir: str, log) -> dict:

@@ -135,7 +135,8 @@ class TrainConfig(Settings):
         "Never stop early before S optimizer steps: a floor that binds only "
         "where an epoch is a few steps (a log of a few thousand users), whose "
         "validation curve can sit on a plateau for tens of epochs before it "
-        "rises (docs/training.md#early-stopping).",
+        "rises. A --warm-start run has none: its weights have trained "
+        "already (docs/training.md#early-stopping).",
         check=at_least(1),
         metavar="S",
         off=0,
@@ -202,6 +203,15 @@ class TrainConfig(Settings):
             raise ValueError(
                 "--init-from (a pre-training) and --warm-start (a run): choose one."
             )
+
+    @property
+    def step_floor(self) -> int | None:
+        """The steps before which this run never stops early: `min_steps`
+        for a run from fresh (or pre-trained) weights; none for a
+        warm-started one, whose weights come from a run that has trained
+        already: it is judged by its own curve, its patience alone
+        (docs/training.md#early-stopping)."""
+        return None if self.warm_start else self.min_steps
 
     def encoder(self, info) -> EncoderConfig:
         """The run's encoder on the dataset `info` (a `DatasetInfo`) describes."""

@@ -393,7 +393,7 @@ def _train(
                 config.epochs,
                 verbose,
                 config.patience_growth,
-                config.min_steps,
+                config.step_floor,
             )
             if valid is not None
             else cb.LastEpoch(progress, best_path),

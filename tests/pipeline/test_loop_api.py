@@ -20,13 +20,15 @@ pytestmark = pytest.mark.usefixtures("in_memory_preprocessing")
 
 
 @pytest.mark.usefixtures("no_command_line")
-def test_the_pipeline_and_the_replay_are_functions(tmp_path):
+def test_the_pipeline_and_the_replay_are_functions(tmp_path, monkeypatch):
+    from genni.pipeline.training import train
+
     log = tmp_path / "log.json"
     _timed_log(log, 20, range(0, 40, 2), 20)
     sections = {
         "preprocess": {"split": "time", "test_days": 4, "min_count": 2},
         "train": {**TINY, "epochs": 1, "candidates": "all"},
-        "export": {"k": 5, "baseline": "none"},
+        "export": {"k": 5, "baseline": "none", "refit": True},
     }
     # A checked mapping: a wrong setting is refused before anything is written.
     with pytest.raises(ValueError, match="epochs"):
@@ -40,6 +42,13 @@ def test_the_pipeline_and_the_replay_are_functions(tmp_path):
     assert not (tmp_path / "bad").exists()
 
     # The pipeline's every step, as a function: test_workflow.py (the loop).
+    trained: list[str] = []
+    real = train.train
+    monkeypatch.setattr(
+        train,
+        "train",
+        lambda config, **kw: trained.append(config.output) or real(config, **kw),
+    )
     said: list[str] = []
     rows = run_replay(
         str(log),
@@ -48,17 +57,36 @@ def test_the_pipeline_and_the_replay_are_functions(tmp_path):
         sections,
         str(tmp_path / "replay"),
         log=said.append,
-        loops=("scratch",),
     )
     assert [r["step"] for r in rows] == [1] and rows[0]["cases"] > 0
-    # The loop from scratch (`genni replay --loops scratch`; the warm loop:
-    # test_replay.py), and the first version, never retrained, is its.
-    assert rows[0]["scratch_export"] == "published" and not rows[0]["warm"]
-    assert 0.0 <= rows[0]["scratch"]["NDCG@10"] <= 100.0
-    assert rows[0]["never"] == rows[0]["scratch"]
-    assert rows[0]["scratch_train_seconds"] > 0
-    assert rows[0]["scratch_epochs"] == {"trained": 1, "chosen": 1, "refit": None}
+    # Step 1: nothing serves yet, so both loops would train the same run (and
+    # refit) from the same data and seed: the warm loop trains them once, the
+    # scratch loop links them (issue 66) and publishes them as its own.
+    assert [p.split("/replay/")[1].split("/")[0] for p in trained] == ["warm", "warm"]
+    row = rows[0]
+    assert row["scratch_reused"] == "warm" and row["warm_reused"] is None
+    assert row["scratch_train_seconds"] == 0 and row["warm_train_seconds"] > 0
+    assert row["scratch_epochs"] == {"trained": 0, "chosen": 1, "refit": 0}
+    assert row["warm_epochs"] == {"trained": 1, "chosen": 1, "refit": 1}
+    links = list((tmp_path / "replay" / "scratch" / "runs").iterdir())
+    assert len(links) == 2 and all(p.is_symlink() for p in links)
+    assert row["scratch_export"] == row["warm_export"] == "published"
+    assert 0.0 <= row["scratch"]["NDCG@10"] <= 100.0
+    assert row["never"] == row["warm"] == row["scratch"]
     assert json.loads((tmp_path / "replay" / "replay.json").read_text()) == rows
     assert any("[scratch] export: published" in line for line in said)
     report = (tmp_path / "replay" / "replay.md").read_text()
+    assert "| warm's run (1) + refit warm's |" in report
+    assert "step 1: the scratch loop's run is the warm loop's" in report
+
+    # The loop from scratch alone (`genni replay --loops scratch`; the warm
+    # loop: test_replay.py) trains its own, and the first version, never
+    # retrained, is its.
+    rows = run_replay(
+        str(log), 6, 1, sections, str(tmp_path / "alone"), loops=("scratch",)
+    )
+    assert rows[0]["scratch_reused"] is None and not rows[0]["warm"]
+    assert rows[0]["never"] == rows[0]["scratch"]
+    assert rows[0]["scratch_epochs"] == {"trained": 1, "chosen": 1, "refit": 1}
+    report = (tmp_path / "alone" / "replay.md").read_text()
     assert "scratch NDCG@10" in report and "warm NDCG@10" not in report

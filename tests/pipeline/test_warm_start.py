@@ -1,6 +1,8 @@
 """`genni train --warm-start RUN` on a grown log: the old items score as they
 did, the new ones get rows, and the run records what it started from."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -125,3 +127,56 @@ def test_what_cannot_be_warm_started_is_refused(grown, tmp_path):
     with pytest.raises(FileNotFoundError, match="best weights"):
         config = TrainConfig.of(data=new, output="", warm_start=str(tmp_path), **MODEL)
         warm_start.initialize(model.build_model(config, dataset).encoder, config)
+
+
+def test_a_warm_started_run_is_judged_by_its_own_curve(grown, tmp_path):
+    """The step floor holds a fresh run on a log of a few steps an epoch; a
+    warm-started one stops on its own curve (issue 66): with a flat curve
+    (a rate too small to move a rank) and patience 1, at its second epoch."""
+    run, _, new = grown
+    flat = dict(
+        MODEL,
+        data=new,
+        epochs=12,
+        patience=1,
+        patience_growth=0.0,
+        min_steps=1000,
+        learning_rate=1e-9,
+    )
+    ran = {}
+    for name, start in (("fresh", None), ("warm", run)):
+        output = str(tmp_path / name)
+        train.train(TrainConfig.of(output=output, warm_start=start, **flat), verbose=0)
+        metrics = rundir.read_json(f"{output}/{rundir.METRICS_FILE}")
+        ran[name] = (metrics["epochs_run"], metrics["stopped_early"])
+    assert ran == {"fresh": (12, False), "warm": (2, True)}
+
+
+def test_another_loops_run_is_reused_only_on_the_same_ids(grown, tmp_path):
+    """A run key is settings and dataset statistics: a dataset of the same log
+    numbered afresh (no --previous) has the same statistics, other ids, and
+    must not reuse a run of the one that kept them (`genni replay`'s loops)."""
+    from genni.pipeline.loop import steps
+    from genni.pipeline.training import keys
+
+    _, old, new = grown
+    fresh = str(tmp_path / "fresh")
+    inmemory.run(
+        PreprocessConfig(f"{old}/../second.json", fresh, min_count=2, max_len=10)
+    )
+    assert keys.data_fingerprint(fresh) == keys.data_fingerprint(new)
+    other = tmp_path / "other"
+    config = TrainConfig.of(
+        data=new, output=str(other / "runs" / "r"), epochs=1, **MODEL
+    )
+    train.train(config, verbose=0)
+    said = []
+    for data, reused in ((fresh, False), (new, True)):
+        probe = config.replace(data=data, output="")
+        key = keys.run_key(probe, keys.data_fingerprint(data))
+        runs = str(tmp_path / "mine" / "runs")
+        found = steps._reuse(key, data, runs, [str(other)], said.append)
+        assert (found is not None) == reused
+    assert os.path.islink(found[0]) and os.path.realpath(found[0]) == str(
+        other / "runs" / "r"
+    )
