@@ -15,10 +15,18 @@ and data.
 
 A rule "P/G+S" also never stops before S optimizer steps (`--min-steps`); an
 epoch is ceil(users / batch size) steps, packed or not, so the floor binds
-only on small logs. On logs of under 2,000 users each run is listed with the
-share of its full curve's best that each rule keeps.
+only on small logs. As `genni train` applies it, the floor holds fresh runs
+only; "P/G+S:all" holds warm-started runs too (the rule before issue 66). On
+logs of under 2,000 users each run is listed with the share of its full
+curve's best that each rule keeps.
 
-    python benchmarks/patience.py [--runs DIR ...] [--rules 10 20 40 10/0.5 10/0.5+1000]
+Warm-started runs (`--warm-start`, the nightly loop's) are replayed in groups
+of their own ("warm" in the table's start column) when their curve is
+complete: it ran to its epoch cap (the floor held the loop's runs there
+before issue 66) or to its stop with patience 40 or more.
+
+    python benchmarks/patience.py [--runs DIR ...] \
+        [--rules 10 20 40 10/0.5 10/0.5+1000 10/0.5+1000:all]
 """
 
 from __future__ import annotations
@@ -52,10 +60,15 @@ def preset_of(config: dict) -> str | None:
 SMALL_USERS = 2000
 
 
-def parse_rule(rule: str) -> tuple[int, float, int]:
-    """ "P", "P/G" or either "+S": (patience, growth, min steps)."""
+def parse_rule(rule: str, warm: bool = False) -> tuple[int, float, int]:
+    """ "P", "P/G" or either "+S" or "+S:all": (patience, growth, min steps)
+    for a run, warm-started or not: "+S" holds fresh runs only (as `genni
+    train` does), "+S:all" warm-started ones too."""
     rule, _, floor = rule.partition("+")
+    floor, _, scope = floor.partition(":")
     patience, _, growth = rule.partition("/")
+    if warm and scope != "all":
+        floor = ""
     return int(patience), float(growth or 0), int(floor or 0)
 
 
@@ -95,16 +108,17 @@ def recorded_curves(path) -> list[dict]:
             config = run.get("config", {})
             preset = preset_of(config)
             users = json.loads(run["dataset"]).get("users")
-            if not curve or preset is None or not users:
-                continue
-            if config.get("patience", 0) < RECORDED_PATIENCE:
+            if not curve or preset is None or not users or None in curve:
+                continue  # (A refit has no validation: no curve.)
+            capped = len(curve) >= config.get("epochs", 200)
+            if config.get("warm_start") and not capped:
+                continue  # A warm-started curve the patience of its time cut.
+            if config.get("patience", 0) < RECORDED_PATIENCE and not capped:
                 continue  # Too short a curve to replay patience 40 on.
             if config.get("alpha") != PRESETS[preset]["alpha"]:
                 continue  # The paper's alpha sweeps: not the presets' settings.
-            if config.get("warm_start"):
-                continue  # A warm-started run's curve: not a fresh run's.
             ended = stop(curve, config["patience"])[0] == len(curve)
-            if not ended and len(curve) < config.get("epochs", 200):
+            if not ended and not capped:
                 continue  # Cut short by hand: not a complete curve.
             runs.append(_run(run["name"], preset, users, config, curve))
     return runs
@@ -116,6 +130,7 @@ def _run(name: str, preset: str, users: int | None, config: dict, curve) -> dict
         preset=preset,
         encoder=config.get("encoder", FIRST_ENCODER),
         data=data_name(users),
+        start="warm" if config.get("warm_start") else "fresh",
         users=users,
         steps_per_epoch=steps_per_epoch(users or 1, config.get("batch_size", 256)),
         curve=curve,
@@ -158,7 +173,9 @@ def replay(runs: list[dict], rules: list[str]) -> list[dict]:
         full_best = max(curve)
         for p in rules:
             ran, best_epoch = stop(
-                curve, *parse_rule(p), steps_per_epoch=run["steps_per_epoch"]
+                curve,
+                *parse_rule(p, run["start"] == "warm"),
+                steps_per_epoch=run["steps_per_epoch"],
             )
             rows.append(
                 dict(
@@ -166,6 +183,7 @@ def replay(runs: list[dict], rules: list[str]) -> list[dict]:
                     preset=run["preset"],
                     encoder=run["encoder"],
                     data=run["data"],
+                    start=run["start"],
                     users=run["users"],
                     patience=p,
                     epochs_run=ran,
@@ -178,7 +196,7 @@ def replay(runs: list[dict], rules: list[str]) -> list[dict]:
     return rows
 
 
-RUN_FIELDS = ("name", "preset", "encoder", "data", "users", "full_best_epoch")
+RUN_FIELDS = ("name", "preset", "encoder", "data", "start", "users", "full_best_epoch")
 
 
 def per_run(rows: list[dict]) -> list[dict]:
@@ -200,30 +218,29 @@ def per_run(rows: list[dict]) -> list[dict]:
     return list(runs.values())
 
 
+def _group(r: dict) -> tuple:
+    return r["preset"], r["encoder"], r["data"], r["start"]
+
+
 def summary(rows: list[dict], patiences: list[str]) -> list[dict]:
-    groups = sorted({(r["preset"], r["encoder"], r["data"]) for r in rows})
+    groups = sorted({_group(r) for r in rows})
     out = []
-    for preset, encoder, data in groups:
+    for group in groups:
+        preset, encoder, data, start = group
+        base = [
+            r
+            for r in rows
+            if _group(r) == group and r["patience"] == str(RECORDED_PATIENCE)
+        ]
         for p in patiences:
-            group = (preset, encoder, data)
-            these = [
-                r
-                for r in rows
-                if (r["preset"], r["encoder"], r["data"]) == group
-                and r["patience"] == p
-            ]
-            base = [
-                r
-                for r in rows
-                if (r["preset"], r["encoder"], r["data"]) == group
-                and r["patience"] == str(RECORDED_PATIENCE)
-            ]
+            these = [r for r in rows if _group(r) == group and r["patience"] == p]
             run_epochs = sum(r["epochs_run"] for r in these)
             out.append(
                 dict(
                     preset=preset,
                     encoder=encoder,
                     data=data,
+                    start=start,
                     patience=p,
                     runs=len(these),
                     mean_lost=statistics.mean(r["valid_lost"] for r in these),
@@ -231,6 +248,7 @@ def summary(rows: list[dict], patiences: list[str]) -> list[dict]:
                     stopped_before_best=sum(r["valid_lost"] > 0 for r in these),
                     least_kept=min(r["kept"] for r in these),
                     epochs_share=run_epochs / sum(r["epochs_run"] for r in base),
+                    mean_epochs=run_epochs / len(these),
                 )
             )
     return out
@@ -246,16 +264,17 @@ def markdown(table: list[dict], command: str, rows: list[dict] = ()) -> str:
         "reached their last epoch (200) never stopped: their curve may have "
         "climbed further.",
         "",
-        "| preset | encoder | data | P | runs | mean lost | most lost | runs that "
-        "lost | least kept | epochs run |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| preset | encoder | data | start | P | runs | mean lost | most lost | "
+        "runs that lost | least kept | epochs run | mean epochs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         lines.append(
-            f"| {r['preset']} | {r['encoder']} | {r['data']} | {r['patience']} | "
-            f"{r['runs']} | {r['mean_lost']:.3f} | {r['max_lost']:.3f} | "
-            f"{r['stopped_before_best']} | {100 * r['least_kept']:.0f}% | "
-            f"{100 * r['epochs_share']:.0f}% |"
+            f"| {r['preset']} | {r['encoder']} | {r['data']} | {r['start']} | "
+            f"{r['patience']} | {r['runs']} | {r['mean_lost']:.3f} | "
+            f"{r['max_lost']:.3f} | {r['stopped_before_best']} | "
+            f"{100 * r['least_kept']:.0f}% | {100 * r['epochs_share']:.0f}% | "
+            f"{r['mean_epochs']:.0f} |"
         )
     small = [r for r in rows if r["users"] and r["users"] < SMALL_USERS]
     if small:
@@ -266,10 +285,10 @@ def markdown(table: list[dict], command: str, rows: list[dict] = ()) -> str:
             "stops at and the share of the full curve's best validation NDCG@10 "
             "it keeps.",
             "",
-            "| run | data | full best (epoch) | "
+            "| run | data | start | full best (epoch) | "
             + " | ".join(f"{p}: stop, kept" for p in rules)
             + " |",
-            "|---|---|---|" + "---|" * len(rules),
+            "|---|---|---|---|" + "---|" * len(rules),
         ]
         for name in dict.fromkeys(r["name"] for r in small):
             mine = {r["patience"]: r for r in small if r["name"] == name}
@@ -278,7 +297,7 @@ def markdown(table: list[dict], command: str, rows: list[dict] = ()) -> str:
                 f"{mine[p]['epochs_run']}, {100 * mine[p]['kept']:.0f}%" for p in rules
             ]
             lines.append(
-                f"| {os.path.basename(name)} | {first['data']} | "
+                f"| {os.path.basename(name)} | {first['data']} | {first['start']} | "
                 f"{first['full_best_epoch']} | " + " | ".join(cells) + " |"
             )
     lines += ["", f"Command: `{command}`", ""]

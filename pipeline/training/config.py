@@ -253,9 +253,11 @@ PRESETS: dict[str, dict] = {
     # the best epoch) epochs without a better validation NDCG@10, not the
     # paper's fixed 40: its curve flattens soon after its best on large logs
     # but climbs slowly on small ones; benchmarks/patience.py replays the
-    # recorded curves (docs/training.md#early-stopping). It never stops
-    # before 1,000 optimizer steps: a small log's curve can sit flat for tens
-    # of epochs, then rise (docs/encoders.md#a-stopping-rule-that-holds-on-small-logs).
+    # recorded curves (docs/training.md#early-stopping). A fresh run never
+    # stops before 1,000 optimizer steps: a small log's curve can sit flat for
+    # tens of epochs, then rise
+    # (docs/encoders.md#a-stopping-rule-that-holds-on-small-logs);
+    # a warm-started one is judged by its own curve (`step_floor`).
     # Its encoder is FilterMix, chosen on validation (docs/encoders.md).
     "recommended": dict(
         loss="sampled_softmax",
