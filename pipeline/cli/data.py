@@ -61,8 +61,11 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
         "--item-attributes",
         default=None,
         help="Item attributes keyed by raw item id: an S3-Rec item2attributes.json, "
-        "or item metadata lines (Amazon 2014/2018/2023: brand and categories; Yelp "
-        "business.json: categories); written re-keyed for `genni pretrain`.",
+        "item metadata lines (Amazon 2014/2018/2023: brand and categories; Yelp "
+        "business.json: categories), a MovieLens movies.csv (genres, year), a "
+        "RecBole .item file, a CSV with a header or JSON lines (an id and "
+        "categorical columns, `|`-separated values); written re-keyed for "
+        "`genni pretrain`.",
     )
     parser.add_argument(
         "--max-kcore-rounds",

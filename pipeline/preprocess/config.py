@@ -25,7 +25,8 @@ class PreprocessConfig:
         min_count: k of the iterative k-core over users and items.
         min_rating: keep only events with rating > min_rating (None keeps all).
         max_len: most recent items kept per input sequence.
-        item_attributes: optional S3-Rec `item2attributes.json` keyed by raw id.
+        item_attributes: optional items file keyed by raw id, in any layout
+            `genni.pipeline.preprocess.catalog` reads.
         overwrite: replace a non-empty output directory.
         max_kcore_rounds: fail (rather than write a wrong core) when k-core
             filtering has not converged after this many rounds.

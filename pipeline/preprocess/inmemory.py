@@ -15,8 +15,6 @@ import json
 import os
 from collections.abc import Mapping
 
-from apache_beam.io.filesystems import FileSystems
-
 from genni.components import schema
 from genni.pipeline.preprocess import formats, outputs, sequences
 from genni.pipeline.preprocess.config import PreprocessConfig
@@ -334,50 +332,14 @@ def write_time_examples(
 
 
 def read_item_attributes(path: str) -> tuple[dict[str, list], int]:
-    """({raw item id: [attribute, ...]}, unreadable lines) from either layout.
+    """({raw item id: [attribute, ...]}, unreadable lines) of an items file
+    in any layout `genni.pipeline.preprocess.catalog` reads (S3-Rec
+    `item2attributes.json`, Amazon or Yelp metadata, MovieLens `movies.csv`,
+    a RecBole `.item` file, a CSV with a header, JSON lines)."""
+    from genni.pipeline.preprocess.catalog import read_catalog
 
-    - S3-Rec `item2attributes.json`: one JSON object {item id: [attribute ids]}.
-    - Item metadata, one record per line (plain or gzip): Amazon 2014 (Python
-      literals, `asin`, `brand`, `categories` as lists of paths), Amazon 2018
-      (JSON, `asin`, `brand`, `category`), Amazon 2023 (`parent_asin`, `store`,
-      `categories`) or Yelp `business.json` (`business_id`, `categories` as
-      "A, B"). Attributes are "brand:<brand>" and "category:<name>"; records
-      that cannot be read are counted (`malformed_metadata_lines` in the
-      dataset statistics) and skipped.
-    """
-    try:
-        with FileSystems.open(path) as f:
-            text = f.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"Cannot read --item-attributes {path!r}: {e}") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError:
-        raw = None  # Not one JSON document: metadata lines.
-    if isinstance(raw, dict) and "asin" not in raw and "business_id" not in raw:
-        if not all(isinstance(v, list) for v in raw.values()):
-            raise ValueError(
-                f"--item-attributes {path!r} must map item ids to lists of attributes."
-            )
-        return {str(k): v for k, v in raw.items()}, 0
-    attributes: dict[str, list] = {}
-    malformed = 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parsed = metadata_attributes(line)
-        if parsed is None:
-            malformed += 1
-            continue
-        item, values = parsed
-        merged = attributes.setdefault(item, [])
-        merged.extend(v for v in values if v not in merged)
-    if not attributes:
-        raise ValueError(
-            f"--item-attributes {path!r} is neither an S3-Rec item2attributes.json "
-            f"nor item metadata lines ({malformed} unreadable lines)."
-        )
-    return attributes, malformed
+    catalog = read_catalog(path)
+    return catalog.items, len(catalog.malformed)
 
 
 def write_item_attributes(source: str, items: list[str], path: str) -> dict:
