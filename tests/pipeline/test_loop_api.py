@@ -78,15 +78,3 @@ def test_the_pipeline_and_the_replay_are_functions(tmp_path, monkeypatch):
     report = (tmp_path / "replay" / "replay.md").read_text()
     assert "| warm's run (1) + refit warm's |" in report
     assert "step 1: the scratch loop's run is the warm loop's" in report
-
-    # The loop from scratch alone (`genni replay --loops scratch`; the warm
-    # loop: test_replay.py) trains its own, and the first version, never
-    # retrained, is its.
-    rows = run_replay(
-        str(log), 6, 1, sections, str(tmp_path / "alone"), loops=("scratch",)
-    )
-    assert rows[0]["scratch_reused"] is None and not rows[0]["warm"]
-    assert rows[0]["never"] == rows[0]["scratch"]
-    assert rows[0]["scratch_epochs"] == {"trained": 1, "chosen": 1, "refit": 1}
-    report = (tmp_path / "alone" / "replay.md").read_text()
-    assert "scratch NDCG@10" in report and "warm NDCG@10" not in report

@@ -58,6 +58,7 @@ def test_a_replay_runs_end_to_end(tmp_path):
     assert 0 <= rows[1]["new_items_reached"] <= rows[1]["new_items"]
     text = (out / "replay.md").read_text()
     assert "Mean NDCG@10" in text and "| 2 |" in text and "entered" in text
+    assert "warm NDCG@10" in text and "scratch NDCG@10" not in text  # One loop.
     # What served, and whether it was below the popularity ranking.
     assert rows[0]["warm_served"] == "v1"
     assert rows[1]["warm_served"] == (
