@@ -342,12 +342,37 @@ def read_item_attributes(path: str) -> tuple[dict[str, list], int]:
     return catalog.items, len(catalog.malformed)
 
 
+ITEMS_DEAD_LETTER = "items-00000-of-00001.jsonl"
+
+
 def write_item_attributes(source: str, items: list[str], path: str) -> dict:
-    """Write `source`'s attributes re-keyed to item ids; returns their stats."""
-    raw, malformed = read_item_attributes(source)
-    rekeyed = sequences.rekey_attributes(raw, items)
+    """Write `source`'s attributes re-keyed to item ids, and its unreadable
+    lines to the dataset's dead letters (`dead_letter/items-*.jsonl`);
+    returns their stats: the attributes, and how the items file and the
+    vocabulary meet (`sequences.attribute_stats`)."""
+    from genni.pipeline.preprocess.catalog import read_catalog
+
+    catalog = read_catalog(source)
+    rekeyed = sequences.rekey_attributes(catalog.items, items)
     outputs.write_json(path, rekeyed)
-    return sequences.attribute_stats(rekeyed, len(items), malformed)
+    if catalog.malformed:
+        outputs.write_text(
+            os.path.join(
+                os.path.dirname(path), schema.DEAD_LETTER_DIR, ITEMS_DEAD_LETTER
+            ),
+            (
+                formats.dead_letter_record(source, line, "unreadable items-file line")
+                for line in catalog.malformed
+            ),
+        )
+    stats = sequences.attribute_stats(rekeyed, len(items), len(catalog.malformed))
+    vocabulary = set(items)
+    stats["catalog_items"] = len(catalog.items)
+    stats["catalog_items_without_events"] = sum(
+        item not in vocabulary for item in catalog.items
+    )
+    stats["items_not_in_catalog"] = sum(item not in catalog.items for item in items)
+    return stats
 
 
 def metadata_attributes(line: str) -> tuple[str, list[str]] | None:

@@ -101,5 +101,16 @@ def format_stats(stats: dict) -> str:
                 "metadata lines",
             )
         )
+        if "catalog_items" in attributes:
+            rows.append(
+                (
+                    "items file",
+                    f"{attributes['catalog_items']:,} items listed: "
+                    f"{attributes['catalog_items_without_events']:,} of them not "
+                    "in the vocabulary (no events, or cut by the k-core); "
+                    f"{attributes['items_not_in_catalog']:,} items of the "
+                    "vocabulary not listed",
+                )
+            )
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)

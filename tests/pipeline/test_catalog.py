@@ -92,5 +92,5 @@ def test_s3rec_and_metadata_layouts_as_before(tmp_path):
     assert catalog.malformed == ["{bad"]
     unreadable = tmp_path / "unreadable.txt"
     unreadable.write_text("just one column\nand another\n")
-    with pytest.raises(ValueError, match="neither an S3-Rec.*1 unreadable"):
+    with pytest.raises(ValueError, match=r"neither an S3-Rec.*1 unreadable"):
         read_catalog(str(unreadable))

@@ -281,6 +281,23 @@ def test_item_attributes_from_amazon_and_yelp_metadata(tmp_path, write_log):
     assert stats["item_attributes"]["malformed_metadata_lines"] == 2
     assert stats["item_attributes"]["items_without_attributes"] == 1
     assert "2 unreadable metadata lines" in cli.format_stats(stats)
+    # The unreadable lines are dead letters; the file and the vocabulary meet
+    # with none dropped unsaid: "elsewhere" has no events, i3 no line.
+    dead = read_lines(os.path.join(out, "dead_letter", "items-00000-of-00001.jsonl"))
+    assert [json.loads(d)["line"] for d in dead] == metadata[3:5]
+    assert {
+        k: stats["item_attributes"][k]
+        for k in (
+            "catalog_items",
+            "catalog_items_without_events",
+            "items_not_in_catalog",
+        )
+    } == {
+        "catalog_items": 4,
+        "catalog_items_without_events": 1,
+        "items_not_in_catalog": 1,
+    }
+    assert "4 items listed: 1 of them not in the vocabulary" in cli.format_stats(stats)
 
     yelp = tmp_path / "business.json"
     yelp.write_text(
