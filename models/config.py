@@ -37,7 +37,7 @@ RECOMMENDED_ENCODER = "filtermix"
 # The settings that shape the encoder's weights: a pre-trained encoder (or a
 # warm start) fits a run only if these agree (dropout, the filter's mix and
 # the seed may differ).
-WEIGHT_FIELDS = ("encoder", "hidden_size", "num_layers", "num_heads")
+WEIGHT_FIELDS = ("encoder", "hidden_size", "num_layers", "num_heads", "item_tower")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +89,19 @@ class ModelConfig(Settings):
         "FilterMix: the width, in items, of the moving average its filter starts from.",
         check=at_least(1),
     )
+    item_tower: bool = setting(
+        False,
+        "Know items by their attributes too (the dataset's --item-attributes): "
+        "an item's vector, at the input and as a candidate, is its ID row plus "
+        "the mean of its attributes' rows, and an item without a trained ID "
+        "row is scored by its attributes alone (genni.models.item_tower).",
+    )
+    id_dropout: float = setting(
+        0.2,
+        "With --item-tower: the share of items whose ID row each training step "
+        "leaves out, so that their attributes learn to stand for them.",
+        check=within(0.0, 1.0, low_open=False, high_open=True),
+    )
 
     def validate(self) -> None:
         if self.hidden_size % self.num_heads:
@@ -99,7 +112,8 @@ class ModelConfig(Settings):
 
     def unread(self) -> tuple[str, ...]:
         """The settings this run's encoder does not read (keyed at defaults)."""
-        return registry.unread_settings(self.encoder)
+        tower = () if self.item_tower else ("id_dropout",)
+        return registry.unread_settings(self.encoder) + tower
 
     def for_dataset(self, info: schema.DatasetInfo, seed: int | None) -> EncoderConfig:
         """The encoder of these settings on the dataset `info` describes."""
@@ -114,6 +128,7 @@ class ModelConfig(Settings):
             attention_dropout=self.attention_dropout,
             filter_alpha=self.filter_alpha,
             filter_window=self.filter_window,
+            item_tower=self.item_tower,
             seed=seed,
         )
 
@@ -136,6 +151,7 @@ class EncoderConfig:
     attention_dropout: float = 0.5
     filter_alpha: float = 0.7
     filter_window: int = 10
+    item_tower: bool = False
     seed: int | None = None
 
     def __post_init__(self) -> None:

@@ -1,9 +1,10 @@
 """The TFRS retrieval model: an encoder's query tower, shared item embeddings, GenNi.
 
 Query tower: a sequence encoder (`genni.models.encoders`: SASRec, FilterMix),
-h_t at every position. Candidate tower: the
-encoder's own item embedding table. Score: h_t . e_i. `compute_loss` draws k
-negatives per non-padding position with the configured sampler and applies the
+h_t at every position. Candidate tower: the encoder's own item vectors, its
+ID rows or, with an item tower (`genni.models.item_tower`), ID rows plus
+attributes. Score: h_t . e_i. `compute_loss` draws k negatives per
+non-padding position with the configured sampler and applies the
 loss (BCE or BPR with the negatives, or the full softmax as a reference).
 """
 
@@ -125,9 +126,18 @@ class SequentialRetrievalModel(tfrs.Model):
         return None if self.sampler is None else self.sampler.alpha_variable()
 
     def compute_loss(self, features: dict, training: bool = False) -> tf.Tensor:
+        table, item_vectors = None, None
+        if getattr(self.encoder, "item_tower", None) is not None:
+            # One draw of the item vectors a step: the same at the input and
+            # as candidates (`genni.models.item_tower`).
+            table = self.encoder.item_table(training)
+            item_vectors = tf.gather(
+                table, tf.cast(features[schema.INPUT_IDS], tf.int64)
+            )
         outputs = self.encoder(
             features[schema.INPUT_IDS],
             training=training,
+            item_vectors=item_vectors,
             positions=features.get(packing.POSITIONS),
             segments=features.get(packing.SEGMENTS),
         )
@@ -135,7 +145,8 @@ class SequentialRetrievalModel(tfrs.Model):
         at_target = targets > schema.PADDING_ID  # (B, T)
         queries = tf.boolean_mask(outputs, at_target)  # (N, d)
         positives = tf.boolean_mask(targets, at_target)  # (N,)
-        table = self.item_embeddings
+        if table is None:
+            table = self.item_embeddings
         if self.loss_name == "softmax":
             logits = tf.matmul(queries, table, transpose_b=True)  # (N, V + 1)
             loss = losses.softmax_loss(logits, positives)

@@ -259,14 +259,33 @@ class SASRecEncoder(tf.keras.layers.Layer):
     def build(self, input_shape) -> None:
         self.item_embedding.build(None)
         self.position_embedding.build(None)
+        if self.item_tower is not None:
+            self.item_tower.build(None)
         super().build(input_shape)
 
+    # An `ItemTower` (`genni.models.item_tower`) set before the encoder is
+    # built, by the model's builder: items known by their attributes too.
+    item_tower = None
+
     @property
-    def item_embeddings(self) -> tf.Variable:
-        """The shared [num_items + 1, d] table (row 0 is padding)."""
+    def id_table(self) -> tf.Variable:
+        """The [num_items + 1, d] ID rows (row 0 is padding)."""
         if not self.item_embedding.built:
             self.item_embedding.build(None)
         return self.item_embedding.embeddings
+
+    @property
+    def item_embeddings(self) -> tf.Variable | tf.Tensor:
+        """The shared [num_items + 1, d] item vectors (row 0 is padding): the
+        ID rows, or with an item tower its vectors (`item_table`)."""
+        return self.item_table(training=False)
+
+    def item_table(self, training: bool = False) -> tf.Variable | tf.Tensor:
+        """The item vectors the encoder reads and scores: the ID rows, or the
+        item tower's (a training step's draw of the ID rows it leaves out)."""
+        if self.item_tower is None:
+            return self.id_table
+        return self.item_tower(self.id_table, training=training)
 
     def call(
         self,
@@ -296,8 +315,10 @@ class SASRecEncoder(tf.keras.layers.Layer):
         """
         input_ids = tf.cast(input_ids, tf.int64)
         length = tf.shape(input_ids)[1]
-        if item_vectors is None:
+        if item_vectors is None and self.item_tower is None:
             item_vectors = self.item_embedding(input_ids)
+        elif item_vectors is None:
+            item_vectors = tf.gather(self.item_table(training), input_ids)
         dtype = item_vectors.dtype
         order = tf.ones([length, length], dtype)
         if causal:  # Packed segments are contiguous: earlier columns, earlier items.

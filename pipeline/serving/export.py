@@ -73,8 +73,12 @@ class ServingModule(tf.Module):
                 f"`k` must be between 1 and the {len(items)} items. Got {default_k}."
             )
         self.encoder = model.encoder
-        # The same variable under a stable name, for `genni ann-index`.
-        self.item_table = model.encoder.item_embeddings
+        # The same variable under a stable name, for `genni ann-index`; an
+        # item tower's vectors, computed once (`genni.models.item_tower`).
+        table = model.encoder.item_embeddings
+        if not isinstance(table, tf.Variable):
+            table = tf.Variable(table, trainable=False, name="item_vectors")
+        self.item_table = table
         self.num_items = len(items)
         self.max_len = max_len
         self.default_k = default_k
@@ -107,12 +111,16 @@ class ServingModule(tf.Module):
 
     def _embed(self, history: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         input_ids = self._input_ids(history)
-        outputs = self.encoder(input_ids, training=False)[:, -1, :]  # (B, d)
-        return outputs, input_ids
+        if getattr(self.encoder, "item_tower", None) is None:
+            outputs = self.encoder(input_ids, training=False)
+        else:  # The tower's vectors as exported, not computed a request.
+            vectors = tf.gather(self.item_table, input_ids)
+            outputs = self.encoder(input_ids, training=False, item_vectors=vectors)
+        return outputs[:, -1, :], input_ids  # (B, d)
 
     def _top_k(self, history: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         embedding, input_ids = self._embed(history)
-        table = self.encoder.item_embeddings  # (V + 1, d)
+        table = self.item_table  # (V + 1, d)
         scores = tf.matmul(embedding, table, transpose_b=True)  # (B, V + 1)
         has_items = tf.reduce_any(input_ids > schema.PADDING_ID, axis=1)
         fallback = tf.broadcast_to(self.popularity[None, :], tf.shape(scores))

@@ -233,6 +233,25 @@ class Dataset:
             )
         return self._successors[size]
 
+    def item_features(self):
+        """The items' attributes (`genni.models.item_tower.ItemFeatures`) from
+        `item_attributes.json` (`genni preprocess --item-attributes`); an item
+        no training sequence holds has no trained ID row."""
+        from genni.models.item_tower import item_features
+
+        path = os.path.join(self.path, schema.ITEM_ATTRIBUTES_FILE)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"--item-tower reads the items' attributes, and {self.path!r} has "
+                f"none ({schema.ITEM_ATTRIBUTES_FILE}): preprocess with "
+                "--item-attributes."
+            )
+        with open(path, encoding="utf-8") as f:
+            attributes = json.load(f)
+        counts = self.item_counts()
+        untrained = {int(i) for i in np.flatnonzero(counts[1:] == 0) + 1}
+        return item_features(attributes, self.num_items, untrained)
+
     def stats(self) -> dict:
         """`stats.json` as `genni preprocess` wrote it."""
         if self._stats is None:

@@ -43,6 +43,8 @@ def build_model(
     """
     info = dataset.info
     encoder = build_encoder(config.encoder(info))
+    if config.model.item_tower:
+        attach_item_tower(encoder, config, dataset)
     sampler = None
     if config.loss != "softmax":  # The full softmax draws no negatives.
         positions = None
@@ -73,6 +75,20 @@ def build_model(
     if sampler is not None and setup:
         sampler.setup(dataset)
     return model
+
+
+def attach_item_tower(encoder, config: TrainConfig, dataset: Dataset) -> None:
+    """Give `encoder` (not built yet) the item tower of `config` on
+    `dataset`'s item attributes (`genni.models.item_tower`)."""
+    from genni.models.item_tower import ItemTower
+
+    encoder.item_tower = ItemTower(
+        dataset.item_features(),
+        config.model.hidden_size,
+        config.model.id_dropout,
+        seed=None if config.seed is None else config.seed * 1000 + 7,
+        name="item_tower",
+    )
 
 
 def read_config(run_dir: str, data_dir: str | None = None) -> TrainConfig:

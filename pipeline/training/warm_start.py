@@ -61,21 +61,49 @@ def initialize(encoder, config: TrainConfig) -> dict:
             f"{previous.data}."
         )
     old = build_encoder(previous.encoder(info))
+    if previous.model.item_tower:
+        from genni.pipeline.training.data import Dataset
+        from genni.pipeline.training.model import attach_item_tower
+
+        attach_item_tower(old, previous, Dataset.open(previous.data))
     old(tf.zeros([1, info.max_len], tf.int64))
     # The run saved its whole model; its encoder is at `model.encoder`.
     tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=old)).read(
         path
     ).expect_partial().assert_existing_objects_matched()
-    table = encoder.item_embeddings
+    table = encoder.id_table
+    # Grown or this dataset's own: the ID rows, and an item tower's rows
+    # and data (`_grow_tower`).
+    skip = {id(table)}
+    if encoder.item_tower is not None:
+        skip |= {id(w) for w in encoder.item_tower.weights}
     for old_weight, weight in zip(old.weights, encoder.weights, strict=True):
-        if weight is table:
-            continue
-        weight.assign(old_weight)
-    rows = old.item_embeddings.numpy()
+        if id(weight) not in skip:
+            weight.assign(old_weight)
+    rows = old.id_table.numpy()
     grown = table.numpy()
     grown[: len(rows)] = rows
     new = grown.shape[0] - len(rows)
     if new and config.warm_start_rows == "mean":
         grown[len(rows) :] = rows[1:].mean(axis=0)  # Row 0 is padding.
     table.assign(grown.astype(np.float32))
+    if encoder.item_tower is not None:
+        _grow_tower(old.item_tower, encoder.item_tower, len(rows))
     return {"run": run, "items": info.num_items, "new_items": new}
+
+
+def _grow_tower(old, tower, known_rows: int) -> None:
+    """An item tower's attribute rows from `old`'s, matched by attribute
+    (a new attribute keeps its fresh row); the items RUN had a trained ID row
+    for keep it (`id_rows`), whether or not this dataset's training meets
+    them."""
+    old_rows = old.attribute_embedding.embeddings.numpy()
+    rows = tower.attribute_embedding.embeddings.numpy()
+    at = {name: n + 1 for n, name in enumerate(old.names)}
+    for n, name in enumerate(tower.names, start=1):
+        if name in at:
+            rows[n] = old_rows[at[name]]
+    tower.attribute_embedding.embeddings.assign(rows)
+    id_rows = tower.id_rows.numpy()
+    id_rows[:known_rows] = np.maximum(id_rows[:known_rows], old.id_rows.numpy())
+    tower.id_rows.assign(id_rows)

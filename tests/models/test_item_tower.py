@@ -1,0 +1,160 @@
+"""The item tower (`genni.models.item_tower`): an item's vector is its ID row
+plus its attributes' mean, at the input and as a candidate; an item without a
+trained ID row is scored by its attributes alone, in process and through the
+exported SavedModel."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from genni.models.item_tower import ItemTower, item_features
+from genni.pipeline.preprocess import inmemory
+from genni.pipeline.preprocess.config import PreprocessConfig
+from genni.pipeline.serving import export, guard
+from genni.pipeline.training import model, train
+from genni.pipeline.training.config import TrainConfig
+from genni.pipeline.training.data import Dataset
+from tests.conftest import review
+
+TOWER = dict(hidden_size=8, num_layers=1, num_heads=1, batch_size=32, item_tower=True)
+
+
+def test_features_number_attributes_by_first_appearance():
+    features = item_features({"1": ["b", "a"], "3": ["a", 7]}, 3, untrained={3})
+    assert features.names == ("b", "a", "7")
+    assert features.attributes.tolist() == [[0, 0], [1, 2], [0, 0], [2, 3]]
+    assert features.id_rows.tolist() == [0.0, 1.0, 1.0, 0.0]
+
+
+def test_an_item_without_an_id_row_is_its_attributes():
+    features = item_features({"1": ["x"], "2": ["x", "y"], "3": []}, 3, {2})
+    tower = ItemTower(features, hidden_size=4, id_dropout=0.5, seed=0)
+    tower.build(None)
+    ids = tf.random.stateless_normal([4, 4], seed=[1, 2])
+    rows = tower.attribute_embedding.embeddings.numpy()
+    table = tower(ids).numpy()
+    np.testing.assert_allclose(table[1], ids[1] + rows[1], atol=1e-6)
+    np.testing.assert_allclose(table[2], (rows[1] + rows[2]) / 2, atol=1e-6)
+    np.testing.assert_allclose(table[3], ids[3], atol=1e-6)  # No attributes.
+    np.testing.assert_allclose(table[0], 0.0, atol=1e-6)  # Padding.
+    # Training leaves some ID rows out (a draw a step), never adds one.
+    dropped = [tower(ids, training=True).numpy() for _ in range(8)]
+    assert any(np.allclose(d[1], rows[1], atol=1e-6) for d in dropped)
+    assert all(np.allclose(d[2], table[2], atol=1e-6) for d in dropped)
+
+
+@pytest.fixture(scope="module")
+def tower_run(tmp_path_factory):
+    """A run with the item tower on a log where item "cold" is only ever a
+    last event (leave-one-out's test target): in the vocabulary, no training
+    event, no trained ID row; its attributes are those of "i0" to "i2"."""
+    root = tmp_path_factory.mktemp("tower")
+    lines = [
+        review(f"u{u}", f"i{(u + j) % 12}", 10 * j + u)
+        for u in range(40)
+        for j in range(6)
+    ]
+    lines += [review(f"u{u}", "cold", 1000 + u) for u in range(0, 40, 8)]
+    log = root / "log.json"
+    log.write_text("\n".join(lines) + "\n")
+    attributes = root / "items.jsonl"
+    rows = [
+        {"item_id": f"i{i}", "kind": f"k{i % 3}", "shelf": f"s{i // 4}"}
+        for i in range(12)
+    ]
+    rows.append({"item_id": "cold", "kind": "k0", "shelf": "s0"})
+    attributes.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    data = str(root / "data")
+    inmemory.run(
+        PreprocessConfig(
+            str(log), data, min_count=1, max_len=10, item_attributes=str(attributes)
+        )
+    )
+    run = str(root / "run")
+    train.train(
+        TrainConfig.of(data=data, output=run, epochs=2, candidates="all", **TOWER),
+        verbose=0,
+    )
+    return run, data
+
+
+def test_a_run_scores_an_item_it_never_trained_on(tower_run, tmp_path):
+    run, data = tower_run
+    dataset = Dataset.open(data)
+    cold = dataset.ids("items.txt").index("cold")
+    assert dataset.item_counts()[cold] == 0
+    trained = model.load_run(run)
+    tower = trained.encoder.item_tower
+    assert tower.id_rows.numpy()[cold] == 0.0
+    table = trained.item_embeddings.numpy()
+    np.testing.assert_allclose(
+        table[cold], tower.attribute_vectors().numpy()[cold], atol=1e-6
+    )
+    # A history holding it is answered, and it is scored, finitely.
+    history = tf.constant([[0] * 8 + [1, cold]], tf.int64)
+    scores = trained(history).numpy()[0]
+    assert np.isfinite(scores[1:]).all() and np.isfinite(scores[cold])
+
+    # The exported SavedModel ranks it among every item, raw ids in.
+    path = export.export(run, str(tmp_path / "models"))
+    top_k = guard.top_k_signature(path)
+    _, ids = guard.served_rankings(
+        top_k,
+        np.array([["i0", "cold", "i1"]], dtype=object),
+        np.array(["cold"], dtype=object),
+    )
+    served = [i.decode() for i in ids[0] if i]
+    assert "cold" in served and len(served) == dataset.num_items
+    answered = top_k(history=tf.constant([["cold", "i3"]]), k=tf.constant(3))
+    assert np.isfinite(answered["scores"].numpy()).all()
+
+
+def test_a_warm_start_carries_the_attribute_rows_by_name(tower_run, tmp_path):
+    from genni.pipeline.training import warm_start
+
+    run, data = tower_run
+    root = tmp_path
+    log = root / "log.json"
+    old_lines = (Path(data).parent / "log.json").read_text().splitlines()
+    new = [review(f"u{u}", "new1", 2000 + u) for u in range(0, 40, 2)]
+    log.write_text("\n".join([*old_lines, *new]) + "\n")
+    items = root / "items.jsonl"
+    rows = (Path(data).parent / "items.jsonl").read_text().splitlines()
+    rows.append(json.dumps({"item_id": "new1", "kind": "k9", "shelf": "s1"}))
+    items.write_text("\n".join(rows) + "\n")
+    grown = str(root / "grown")
+    inmemory.run(
+        PreprocessConfig(
+            str(log),
+            grown,
+            min_count=1,
+            max_len=10,
+            item_attributes=str(items),
+            previous=data,
+        )
+    )
+    config = TrainConfig.of(
+        data=grown, output="", warm_start=run, candidates="all", **TOWER
+    )
+    started = model.build_model(config, Dataset.open(grown), setup=False)
+    warm_start.initialize(started.encoder, config)
+    before = model.load_run(run).encoder.item_tower
+    after = started.encoder.item_tower
+    old_rows = before.attribute_embedding.embeddings.numpy()
+    new_rows = after.attribute_embedding.embeddings.numpy()
+    for name in before.names:  # Every old attribute keeps its row.
+        np.testing.assert_array_equal(
+            new_rows[after.names.index(name) + 1],
+            old_rows[before.names.index(name) + 1],
+        )
+    assert "kind:k9" in after.names and "kind:k9" not in before.names
+    # Items the run had trained rows for keep them; "cold" had none, and
+    # "new1" (only ever a last event) has none either: their attributes
+    # stand for them.
+    ids = Dataset.open(grown).ids("items.txt")
+    kept = after.id_rows.numpy()
+    assert kept[ids.index("i0")] == 1.0
+    assert kept[ids.index("cold")] == 0.0 and kept[ids.index("new1")] == 0.0
