@@ -120,6 +120,16 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
         "on this output (`genni train --warm-start`).",
     )
     parser.add_argument(
+        "--hold-out-items",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="Hold this share of the items out of training and validation (a "
+        "benchmark of items never trained on: they stay in the vocabulary, test "
+        "targets only; leave-one-out; drawn with --hold-out-seed, default 0).",
+    )
+    parser.add_argument("--hold-out-seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--overwrite", action="store_true", help="Replace a non-empty --output."
     )
 

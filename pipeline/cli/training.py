@@ -12,7 +12,11 @@ import os
 from genni.components import schema
 from genni.pipeline.cli import train_args
 from genni.pipeline.training.config import ORACLES, TuneConfig
-from genni.pipeline.training.summary import format_metrics, format_table
+from genni.pipeline.training.summary import (
+    format_by_target,
+    format_metrics,
+    format_table,
+)
 
 
 def _train(args: argparse.Namespace, extra: list[str]) -> int:
@@ -75,6 +79,8 @@ def _evaluate(args: argparse.Namespace, extra: list[str]) -> int:
         )
     )
     print(format_table(metrics))
+    if "by_target" in repeats:
+        print(format_by_target(args.split, repeats["by_target"]))
     return 0
 
 

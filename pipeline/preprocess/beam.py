@@ -439,21 +439,32 @@ def _vocab_maps(fn: beam.DoFn, users: list[str], items: list[str]) -> tuple[dict
 
 
 class EncodeExamplesFn(beam.DoFn):
-    """A batch of users to serialized examples, tagged by split."""
+    """A batch of users to serialized examples, tagged by split; `hold_out`:
+    (share, seed) of the items held out of training and validation
+    (`sequences.held_out_items`), or None."""
 
-    def __init__(self, max_len: int):
+    def __init__(self, max_len: int, hold_out: tuple[float, int] | None = None):
         self._max_len = max_len
+        self._hold_out = hold_out
 
     def start_bundle(self) -> None:
         self._counts: collections.Counter = collections.Counter()
 
     def process(self, batch: UserBatch, users: list[str], items: list[str]) -> Iterator:
         user_ids, item_ids = _vocab_maps(self, users, items)
+        held_out = frozenset()
+        if self._hold_out:  # The same draw on every worker, made once.
+            if getattr(self, "_held_key", None) != id(items):
+                self._held_key = id(items)
+                self._held = sequences.held_out_items(items, *self._hold_out)
+            held_out = self._held
         for user, raw_items in sequences.unpack_users(batch):
             ids = [item_ids[i] for i in raw_items]
             self._counts["events"] += len(ids)
             self._counts.update(sequences.prefixed_repeat_counts(ids))
-            for split, features in sequences.split_examples(ids, self._max_len).items():
+            self._counts.update(sequences.hold_out_counts(ids, held_out))
+            examples = sequences.split_examples(ids, self._max_len, held_out)
+            for split, features in examples.items():
                 self._counts[f"examples_{split}"] += 1
                 yield pvalue.TaggedOutput(
                     split, sequences.encode_example(user_ids[user], features)
@@ -556,7 +567,12 @@ def build_pipeline(
             for which in ("users", "items")
         }
         examples = core["batches"] | "EncodeExamples" >> beam.ParDo(
-            EncodeExamplesFn(config.max_len),
+            EncodeExamplesFn(
+                config.max_len,
+                (config.hold_out_items, config.hold_out_seed)
+                if config.hold_out_items
+                else None,
+            ),
             beam.pvalue.AsSingleton(vocab["users"]),
             beam.pvalue.AsSingleton(vocab["items"]),
         ).with_outputs(STATS, *schema.SPLITS)

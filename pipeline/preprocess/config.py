@@ -46,6 +46,10 @@ class PreprocessConfig:
         previous: an earlier `genni preprocess` output whose user and item
             ids are kept (new ones come after): a model trained on it can be
             warm-started on this one (`genni train --warm-start`).
+        hold_out_items, hold_out_seed: under leave-one-out, the share of the
+            items (drawn with the seed: `sequences.held_out_items`) that no
+            training or validation example holds; they stay in the vocabulary
+            and are met as test targets only (the cold-start benchmark).
     """
 
     input: str
@@ -62,6 +66,8 @@ class PreprocessConfig:
     valid_days: float | None = None
     previous: str | None = None
     min_cases: int = 0
+    hold_out_items: float = 0.0
+    hold_out_seed: int = 0
 
     @property
     def windows(self) -> tuple[float, float]:
@@ -101,6 +107,17 @@ class PreprocessConfig:
         ):
             raise ValueError(
                 "--test-days, --valid-days and --min-cases need --split time."
+            )
+        if not 0.0 <= self.hold_out_items < 1.0:
+            raise ValueError(
+                f"`hold_out_items` must be in [0, 1). Got {self.hold_out_items}."
+            )
+        if self.hold_out_items and (
+            self.split != sequences.LEAVE_ONE_OUT or self.previous
+        ):
+            raise ValueError(
+                "--hold-out-items holds items out of a leave-one-out split, with "
+                "no --previous."
             )
         if self.min_cases < 0:
             raise ValueError(f"`min_cases` must be at least 0. Got {self.min_cases}.")

@@ -173,9 +173,15 @@ def run(config: PreprocessConfig) -> dict:
     os.makedirs(staging)
     try:
         if cutoffs is None:
+            held_out = frozenset()
+            if config.hold_out_items:
+                held_out = sequences.held_out_items(
+                    items, config.hold_out_items, config.hold_out_seed
+                )
             examples = write_examples(
-                staging, users, user_items, item_ids, config.max_len
+                staging, users, user_items, item_ids, config.max_len, held_out
             )
+            counters["held_out_test_targets"] = examples["held_out_test_targets"]
         else:
             examples = write_time_examples(
                 staging,
@@ -244,13 +250,16 @@ def write_examples(
     user_items: dict[str, list[str]],
     item_ids: dict[str, int],
     max_len: int,
+    held_out: frozenset = frozenset(),
 ) -> dict[str, int]:
-    """The leave-one-out examples (`sequences.split_examples`)."""
+    """The leave-one-out examples (`sequences.split_examples`), without the
+    `held_out` item ids but as test targets."""
 
     def examples_of(user: str) -> tuple[dict[str, list[dict]], dict[str, int]]:
         ids = [item_ids[i] for i in user_items[user]]
         repeats = sequences.prefixed_repeat_counts(ids)
-        examples = sequences.split_examples(ids, max_len)
+        repeats.update(sequences.hold_out_counts(ids, held_out))
+        examples = sequences.split_examples(ids, max_len, held_out)
         return {split: [features] for split, features in examples.items()}, repeats
 
     return _write_users(directory, users, user_items, examples_of)
@@ -293,6 +302,9 @@ def run_settings(config: PreprocessConfig, fmt: str) -> dict:
         settings["split"] = config.split
     if config.previous:  # (Absent: ids of this log alone.)
         settings["previous"] = config.previous
+    if config.hold_out_items:  # (Absent: nothing held out.)
+        settings["hold_out_items"] = config.hold_out_items
+        settings["hold_out_seed"] = config.hold_out_seed
     return settings
 
 

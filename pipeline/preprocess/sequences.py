@@ -91,7 +91,9 @@ def next_item_example(item_ids: Sequence[int], max_len: int) -> dict:
     }
 
 
-def split_examples(item_ids: Sequence[int], max_len: int) -> dict[str, dict]:
+def split_examples(
+    item_ids: Sequence[int], max_len: int, held_out: frozenset | set = frozenset()
+) -> dict[str, dict]:
     """Leave-one-out examples of one user, as feature dicts by split.
 
     For s_1..s_n: test predicts s_n from s_1..s_{n-1}, valid predicts s_{n-1}
@@ -102,7 +104,13 @@ def split_examples(item_ids: Sequence[int], max_len: int) -> dict[str, dict]:
     off) are the items of the training prefix s_1..s_{n-2} only: the valid and
     test targets are held out, and a list holding them would tell training
     which items those are.
+
+    `held_out`: item ids no training or validation example holds, in a
+    history or as a target (`held_out_items`): the user's sequence is read
+    without them, but for its last item, the test target.
     """
+    if held_out:
+        item_ids = [i for i in item_ids[:-1] if i not in held_out] + list(item_ids[-1:])
     n = len(item_ids)
     examples = {}
     for split, cut in ((schema.TRAIN, n - 2), (schema.VALID, n - 1), (schema.TEST, n)):
@@ -113,6 +121,21 @@ def split_examples(item_ids: Sequence[int], max_len: int) -> dict[str, dict]:
             features[schema.USER_ITEMS] = sorted(set(item_ids[:cut]))
         examples[split] = features
     return examples
+
+
+def held_out_items(items: Sequence[str], share: float, seed: int) -> frozenset[int]:
+    """The ids (1-based, in `items`' order) of a seeded share of the items,
+    held out of training and validation (`--hold-out-items`): as
+    `../shared/tools/cold_baseline.py` draws them, the raw ids sorted (as
+    numbers when every one is a number), then `random.Random(seed).sample`
+    of int(share x items) of them."""
+    import random
+
+    numeric = all(item.isdigit() for item in items)
+    order = sorted(items, key=int) if numeric else sorted(items)
+    chosen = random.Random(seed).sample(order, int(len(order) * share))
+    index = {item: n for n, item in enumerate(items, start=1)}
+    return frozenset(index[item] for item in chosen)
 
 
 def repeat_counts(item_ids: Sequence[object]) -> collections.Counter:
@@ -224,8 +247,23 @@ def assemble_stats(
     stats["repeats"] = repeat_stats(repeats)
     if item_attributes is not None:
         stats["item_attributes"] = dict(item_attributes)
+    if "hold_out_items" in config:  # (Absent: nothing held out.)
+        share = float(config["hold_out_items"])
+        stats["hold_out"] = {
+            "share": share,
+            "seed": int(config["hold_out_seed"]),
+            "items": int(final["items"] * share),
+            "test_targets": int(counters.get("held_out_test_targets", 0)),
+        }
     stats["schema_version"] = schema.SCHEMA_VERSION
     return stats
+
+
+def hold_out_counts(item_ids: Sequence[int], held_out: frozenset | set) -> dict:
+    """A user's count of test targets among the held-out items."""
+    if held_out and item_ids and item_ids[-1] in held_out:
+        return {"held_out_test_targets": 1}
+    return {}
 
 
 # Counters of the reading stage, in stats.json.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from genni.components import packing, schema
@@ -13,6 +14,12 @@ from genni.components.metrics import (
 from genni.models.retrieval import SequentialRetrievalModel
 from genni.pipeline.training.data import Dataset
 from genni.pipeline.training.model import load_run, read_config
+
+# The test cases reported apart when some target has no training event:
+# `cold` (the target never trained on) and `warm` ranked over the whole
+# catalog, and `cold_among_cold`, the cold ones ranked among the cold items
+# alone (the cold-start benchmark's protocol: `--hold-out-items`).
+COLD_GROUPS = ("cold", "warm", "cold_among_cold")
 
 EVAL_BATCH_SIZE = 512
 # Most scores (users x items) one evaluation batch holds: 2^25 floats, 128 MiB.
@@ -60,6 +67,11 @@ class Evaluator:
         self.candidates = candidates
         self.users = 0
         self.repeat_targets = 0
+        self.by_target: dict = {}
+        # Items no training sequence holds (`--hold-out-items`, or met as
+        # validation or test targets only): their cases are reported apart.
+        counts = dataset.item_counts()
+        self._cold = np.flatnonzero(counts[1:] == 0) + 1
         max_len = dataset.max_len
         self._batches = dataset.batches(split, EVAL_BATCH_SIZE)
         if pack:  # Packed once, then cached.
@@ -72,6 +84,14 @@ class Evaluator:
         if self._ranks is None:
             chunk_size = eval_chunk_size()
 
+            cold = tf.constant(self._cold, tf.int64)
+            # Item id -> its place among the cold items (1-based; 0: warm).
+            place = tf.scatter_nd(
+                cold[:, None],
+                tf.range(1, tf.size(cold, tf.int64) + 1),
+                [tf.cast(tf.shape(model.item_embeddings)[0], tf.int64)],
+            )
+
             @tf.function(reduce_retracing=True)
             def ranks(features):
                 if self.pack:
@@ -82,25 +102,52 @@ class Evaluator:
                     queries = model.query_embeddings(features[schema.INPUT_IDS])
                 target, history = features[schema.TARGET], features[schema.HISTORY]
                 repeats = tf.reduce_sum(tf.cast(in_history(target, history), tf.int64))
+                table = model.item_embeddings
                 ranked = chunked_target_ranks(
+                    queries, table, target, history, self.candidates, chunk_size
+                )
+                if not self._cold.size:  # Every item trained on.
+                    return ranked, ranked, repeats
+                # Among the cold items alone (a warm target's rank: unused).
+                among_cold = chunked_target_ranks(
                     queries,
-                    model.item_embeddings,
-                    target,
-                    history,
+                    tf.gather(table, tf.concat([[0], cold], 0)),
+                    tf.gather(place, tf.cast(target, tf.int64)),
+                    tf.ragged.map_flat_values(
+                        tf.gather, place, tf.cast(history, tf.int64)
+                    ),
                     self.candidates,
                     chunk_size,
                 )
-                return ranked, repeats
+                return ranked, among_cold, repeats
 
             self._ranks = ranks
-        accumulator = RankingAccumulator()
+        groups = {name: RankingAccumulator() for name in ("all", *COLD_GROUPS)}
         repeats = 0
+        cold_ids = self._cold.tolist()
         for features in self._batches:
-            ranks, batch_repeats = self._ranks(features)
-            accumulator.update(ranks.numpy())
+            ranks, among_cold, batch_repeats = self._ranks(features)
+            ranks, among_cold = ranks.numpy(), among_cold.numpy()
+            is_cold = np.isin(features[schema.TARGET].numpy(), cold_ids)
+            groups["all"].update(ranks)
+            for name, rows, of in (
+                ("cold", is_cold, ranks),
+                ("warm", ~is_cold, ranks),
+                ("cold_among_cold", is_cold, among_cold),
+            ):
+                if rows.any():
+                    groups[name].update(of[rows])
             repeats += int(batch_repeats)
-        self.users, self.repeat_targets = accumulator.count, repeats
-        return accumulator.result()
+        self.users, self.repeat_targets = groups["all"].count, repeats
+        self.by_target = {}
+        if groups["cold"].count:  # Some target was never trained on.
+            self.by_target = {
+                name: groups[name].result() | {"cases": groups[name].count}
+                for name in COLD_GROUPS
+                if groups[name].count
+            }
+            self.by_target["cold_items"] = len(cold_ids)
+        return groups["all"].result()
 
     def repeat_summary(self) -> dict:
         """`metrics.json`'s record of repeated targets on this split."""
@@ -128,10 +175,16 @@ def evaluate(
     """Full-ranking metrics of a run's best weights on `split`.
 
     `candidates`: the ranking rule (default: the run's). Returns the metrics
-    and the split's repeated targets (`Evaluator.repeat_summary`).
+    and the split's repeated targets (`Evaluator.repeat_summary`), with its
+    cases by target (`Evaluator.by_target`) when some target was never
+    trained on.
     """
     config = read_config(run_dir, data_dir)
     dataset = Dataset.open(config.data)
     model = load_run(run_dir, data_dir, dataset)
     evaluator = Evaluator(dataset, split, config.pack, candidates or config.candidates)
-    return evaluator(model), evaluator.repeat_summary()
+    metrics = evaluator(model)
+    summary = evaluator.repeat_summary()
+    if evaluator.by_target:
+        summary["by_target"] = evaluator.by_target
+    return metrics, summary

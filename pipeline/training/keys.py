@@ -79,6 +79,8 @@ def data_fingerprint(data: str) -> str:
     split = stats.get("time_split")
     if split:  # (Absent under leave-one-out: earlier fingerprints stay.)
         values["time_split"] = [split["valid_cutoff"], split["test_cutoff"]]
+    if stats.get("hold_out"):  # Items held out (`--hold-out-items`).
+        values["hold_out"] = [stats["hold_out"]["share"], stats["hold_out"]["seed"]]
     return json.dumps(values, sort_keys=True)
 
 

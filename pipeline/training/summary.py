@@ -49,6 +49,9 @@ def format_metrics(result: dict) -> str:
                 repeats["candidates"],
             )
         )
+    by_target = result.get("test_by_target")
+    if by_target:
+        lines.append(format_by_target(schema.TEST, by_target))
     new = result.get("new_item_targets")
     if new:
         lines.append(
@@ -56,3 +59,25 @@ def format_metrics(result: dict) -> str:
             "(unknown before the cutoff: each a miss)"
         )
     return "\n".join(lines)
+
+
+def format_by_target(split: str, by_target: dict) -> str:
+    """'test targets never trained on: 2,257 cases, HR@10 ...' for people
+    (`Evaluator.by_target`)."""
+    cold, warm = by_target.get("cold"), by_target.get("warm")
+    among = by_target.get("cold_among_cold")
+    line = (
+        f"{split} targets never trained on: {cold['cases']:,} cases, HR@10 "
+        f"{cold['HR@10']:.2f} NDCG@10 {cold['NDCG@10']:.2f} over every item"
+    )
+    if among:
+        line += (
+            f", HR@10 {among['HR@10']:.2f} NDCG@10 {among['NDCG@10']:.2f} among the "
+            f"{by_target['cold_items']:,} items never trained on"
+        )
+    if warm:
+        line += (
+            f"; the other {warm['cases']:,}: HR@10 {warm['HR@10']:.2f} NDCG@10 "
+            f"{warm['NDCG@10']:.2f}"
+        )
+    return line

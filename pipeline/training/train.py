@@ -420,6 +420,8 @@ def _train(
             schema.VALID: valid.repeat_summary(),
             schema.TEST: test.repeat_summary(),
         }
+        if test.by_target:  # Some test target was never trained on.
+            result["test_by_target"] = test.by_target
     stats = rundir.read_json(os.path.join(config.data, schema.STATS_FILE))
     result["cases"] = window_cases(stats)
     if dataset.info.split == schema.TIME_SPLIT and valid is not None:

@@ -1,0 +1,101 @@
+"""`genni preprocess --hold-out-items SHARE`: a seeded share of the items held
+out of training and validation, met as test targets only, the same from Beam
+and in memory, drawn as `../shared/tools/cold_baseline.py` draws them."""
+
+import os
+import random
+
+import pytest
+
+from genni.components import schema
+from genni.pipeline.preprocess import inmemory, outputs, sequences, synthetic
+from genni.pipeline.preprocess.config import PreprocessConfig
+from genni.pipeline.training import keys
+from tests.pipeline.test_preprocess_e2e import preprocess, read_lines, read_split
+
+SMALL = synthetic.SyntheticConfig(num_users=120, num_items=40, noise_users=0, seed=5)
+
+
+def test_the_draw_is_the_baselines():
+    items = ["10", "2", "33", "4", "5", "61", "7", "8", "9", "1"]
+    held = sequences.held_out_items(items, 0.3, 0)
+    by_number = sorted(items, key=int)
+    expected = random.Random(0).sample(by_number, 3)
+    assert {items[i - 1] for i in held} == set(expected)
+    # A history without the held-out items, but its last (the test target).
+    examples = sequences.split_examples([1, 2, 3, 4, 5, 2], 8, frozenset({2}))
+    assert examples[schema.TEST][schema.HISTORY] == [1, 3, 4, 5]
+    assert examples[schema.TEST][schema.TARGET] == 2
+    assert examples[schema.VALID][schema.TARGET] == 5
+    with pytest.raises(ValueError, match="leave-one-out"):
+        PreprocessConfig("x", "y", split="time", test_days=7, hold_out_items=0.1)
+
+
+@pytest.fixture(scope="module")
+def held_out(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hold")
+    log = str(root / "reviews.json.gz")
+    synthetic.write_log(SMALL, log)
+    beam_out, mem_out, plain = (str(root / n) for n in ("beam", "mem", "plain"))
+    flags = ("--max-len", "8", "--hold-out-items", "0.25", "--hold-out-seed", "1")
+    assert preprocess(log, beam_out, *flags) == 0
+    config = dict(input=log, max_len=8)
+    inmemory.run(
+        PreprocessConfig(output=mem_out, hold_out_items=0.25, hold_out_seed=1, **config)
+    )
+    inmemory.run(PreprocessConfig(output=plain, **config))
+    return beam_out, mem_out, plain
+
+
+def test_held_out_items_are_test_targets_only(held_out):
+    beam_out, mem_out, plain = held_out
+    items = read_lines(os.path.join(beam_out, schema.ITEMS_FILE))
+    held = sequences.held_out_items(items, 0.25, 1)
+    assert len(held) == len(items) // 4
+    for split in (schema.TRAIN, schema.VALID):
+        for row in read_split(beam_out, split, 8):
+            seen = set(row[schema.HISTORY]) | {row[schema.TARGET]}
+            assert not seen & held, split
+    test = read_split(beam_out, schema.TEST, 8)
+    cold = [r for r in test if r[schema.TARGET] in held]
+    assert cold and all(not set(r[schema.HISTORY]) & held for r in cold)
+    stats = outputs.read_json(os.path.join(beam_out, schema.STATS_FILE))
+    assert stats["hold_out"] == {
+        "share": 0.25,
+        "seed": 1,
+        "items": len(held),
+        "test_targets": len(cold),
+    }
+    # Beam and in memory alike; the plain dataset is another one.
+    assert stats == outputs.read_json(os.path.join(mem_out, schema.STATS_FILE))
+    for split in schema.SPLITS:
+        assert read_split(beam_out, split, 8) == read_split(mem_out, split, 8)
+    assert keys.data_fingerprint(beam_out) != keys.data_fingerprint(plain)
+
+
+def test_train_reports_cold_and_warm_test_cases(held_out, tmp_path, capsys):
+    from genni.pipeline.cli import main as cli
+    from genni.pipeline.training import train
+    from genni.pipeline.training.config import TrainConfig
+
+    _, mem_out, _ = held_out
+    stats = outputs.read_json(os.path.join(mem_out, schema.STATS_FILE))
+    run = str(tmp_path / "run")
+    small = dict(hidden_size=8, num_layers=1, num_heads=1, batch_size=64, epochs=1)
+    result = train.train(TrainConfig.of(data=mem_out, output=run, **small), verbose=0)
+    by = result["test_by_target"]
+    assert by["cold"]["cases"] == by["cold_among_cold"]["cases"]
+    assert by["cold"]["cases"] == stats["hold_out"]["test_targets"]
+    assert by["cold_items"] == stats["hold_out"]["items"]
+    assert by["cold"]["cases"] + by["warm"]["cases"] == stats["examples"]["test"]
+    # The three groups are the same rankings: cold and warm make up all.
+    for name in ("HR@10", "NDCG@10"):
+        mixed = (
+            by["cold"][name] * by["cold"]["cases"]
+            + by["warm"][name] * by["warm"]["cases"]
+        ) / stats["examples"]["test"]
+        assert mixed == pytest.approx(result["test"][name], abs=1e-6)
+        # Among fewer items a target ranks at least as high.
+        assert by["cold_among_cold"][name] >= by["cold"][name] - 1e-9
+    assert cli.main(["evaluate", "--run", run, "--split", "test"]) == 0
+    assert "test targets never trained on" in capsys.readouterr().out
