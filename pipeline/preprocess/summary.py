@@ -89,6 +89,16 @@ def format_stats(stats: dict) -> str:
                 f"{repeats['test_targets']:,} ({100 * repeats['test_share']:.1f}%)",
             )
         )
+    hold_out = stats.get("hold_out")
+    if hold_out:
+        rows.append(
+            (
+                "items held out",
+                f"{hold_out['items']:,} ({100 * hold_out['share']:g}%, seed "
+                f"{hold_out['seed']}): no training or validation example holds "
+                f"them; {hold_out['test_targets']:,} test targets",
+            )
+        )
     attributes = stats.get("item_attributes")
     if attributes:
         rows.append(

@@ -233,6 +233,21 @@ class Dataset:
             )
         return self._successors[size]
 
+    def cold_items(self) -> np.ndarray:
+        """The ids of the items whose test cases are reported apart: those
+        held out (`genni preprocess --hold-out-items`), else those no
+        training sequence holds (met as validation or test targets only)."""
+        hold_out = self.stats().get("hold_out")
+        if hold_out:
+            from genni.pipeline.preprocess.sequences import held_out_items
+
+            items = self.ids(schema.ITEMS_FILE)[1:]
+            return np.array(
+                sorted(held_out_items(items, hold_out["share"], hold_out["seed"])),
+                dtype=np.int64,
+            )
+        return np.flatnonzero(self.item_counts()[1:] == 0) + 1
+
     def item_features(self):
         """The items' attributes (`genni.models.item_tower.ItemFeatures`) from
         `item_attributes.json` (`genni preprocess --item-attributes`); an item

@@ -68,10 +68,9 @@ class Evaluator:
         self.users = 0
         self.repeat_targets = 0
         self.by_target: dict = {}
-        # Items no training sequence holds (`--hold-out-items`, or met as
-        # validation or test targets only): their cases are reported apart.
-        counts = dataset.item_counts()
-        self._cold = np.flatnonzero(counts[1:] == 0) + 1
+        # Items never trained on (`Dataset.cold_items`): their test cases are
+        # reported apart.
+        self._cold = dataset.cold_items()
         max_len = dataset.max_len
         self._batches = dataset.batches(split, EVAL_BATCH_SIZE)
         if pack:  # Packed once, then cached.

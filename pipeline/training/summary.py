@@ -75,6 +75,12 @@ def format_by_target(split: str, by_target: dict) -> str:
             f", HR@10 {among['HR@10']:.2f} NDCG@10 {among['NDCG@10']:.2f} among the "
             f"{by_target['cold_items']:,} items never trained on"
         )
+    content = by_target.get("content_baseline")
+    if content:
+        line += (
+            f" (the content baseline among them: HR@10 {content['HR@10']:.2f} "
+            f"NDCG@10 {content['NDCG@10']:.2f})"
+        )
     if warm:
         line += (
             f"; the other {warm['cases']:,}: HR@10 {warm['HR@10']:.2f} NDCG@10 "

@@ -99,3 +99,74 @@ def test_train_reports_cold_and_warm_test_cases(held_out, tmp_path, capsys):
         assert by["cold_among_cold"][name] >= by["cold"][name] - 1e-9
     assert cli.main(["evaluate", "--run", run, "--split", "test"]) == 0
     assert "test targets never trained on" in capsys.readouterr().out
+
+
+def _protocol(sequences_, attrs, share, seed):
+    """`../shared/tools/cold_baseline.py`'s content HR@10, as its docstring
+    says it (the test's own copy: a fresh clone has no ../shared)."""
+    import collections
+
+    items = sorted({i for s in sequences_ for i in s}, key=int)
+    cold = set(random.Random(seed).sample(items, int(len(items) * share)))
+    pop = collections.Counter()
+    for s in sequences_:
+        for i in s[:-2]:
+            if i not in cold:
+                pop.update(attrs.get(i, []))
+    weight = {i: sum(pop[x] for x in attrs.get(i, [])) for i in cold}
+    hits = cases = 0
+    for s in sequences_:
+        if s[-1] not in cold:
+            continue
+        cases += 1
+        seen = collections.Counter(
+            x for i in s[:-1] if i not in cold for x in attrs.get(i, [])
+        )
+        total = sum(seen.values()) or 1
+        score = {
+            i: sum(seen[x] for x in attrs.get(i, [])) / total + 1e-6 * weight[i]
+            for i in cold
+        }
+        rank = sum(1 for i in cold if i != s[-1] and score[i] >= score[s[-1]])
+        hits += rank < 10
+    return 100 * hits / cases, cases
+
+
+def test_the_content_baseline_follows_the_protocol(tmp_path):
+    import json
+
+    from genni.pipeline.training.cold import content_baseline
+    from genni.pipeline.training.data import Dataset
+
+    rng = random.Random(4)
+    attrs = {
+        str(i): [f"c{i % 7}", f"b{i % 5}"] + ([f"x{i % 3}"] if i % 2 else [])
+        for i in range(1, 61)
+    }
+    users = [
+        [
+            str((u * 3 + j * rng.randint(1, 4)) % 60 + 1)
+            for j in range(rng.randint(5, 12))
+        ]
+        for u in range(300)
+    ]
+    users = [list(dict.fromkeys(s)) for s in users]
+    users = [s for s in users if len(s) >= 3]
+    log = tmp_path / "seq.txt"
+    log.write_text("".join(f"{n} {' '.join(s)}\n" for n, s in enumerate(users, 1)))
+    (tmp_path / "attrs.json").write_text(json.dumps(attrs))
+    data = str(tmp_path / "data")
+    inmemory.run(
+        PreprocessConfig(
+            str(log),
+            data,
+            min_count=1,
+            item_attributes=str(tmp_path / "attrs.json"),
+            hold_out_items=0.2,
+            hold_out_seed=3,
+        )
+    )
+    ours = content_baseline(Dataset.open(data))
+    want, cases = _protocol(users, attrs, 0.2, 3)
+    assert ours["cases"] == cases
+    assert ours["HR@10"] == pytest.approx(want, abs=1e-9)
