@@ -269,6 +269,8 @@ class TimeSplit(beam.PTransform):
             "items": vocab["items"]
             | "KeepPreviousItems" >> KeepPreviousIds(config.previous, "items"),
         }
+        before_catalog = vocab["items"]
+        vocab["items"] = add_catalog(vocab["items"], config.item_attributes)
         users = (
             timed.users
             | "AllUsers" >> beam.Keys()
@@ -313,6 +315,7 @@ class TimeSplit(beam.PTransform):
             "batches": core["batches"],
             "users": users,
             "items": vocab["items"],
+            "items_before_catalog": before_catalog,
             "examples": examples,
             STATS: stats | "FlattenStats" >> beam.Flatten(),
         }
@@ -409,6 +412,20 @@ class KeepPreviousIds(beam.PTransform):
         )
 
 
+def add_catalog(items: beam.PCollection, catalog: str | None) -> beam.PCollection:
+    """The item vocabulary singleton with the items file's items that have no
+    events after its own (sorted; `sequences.extend_vocabulary`)."""
+    if not catalog:
+        return items
+    return items | "AddCatalogItems" >> beam.Map(_with_catalog, catalog)
+
+
+def _with_catalog(items: list[str], catalog: str) -> list[str]:
+    from genni.pipeline.preprocess.catalog import read_catalog
+
+    return sequences.extend_vocabulary(items, sorted(read_catalog(catalog).items))
+
+
 def _extend_vocabulary(current: list[str], previous: str, which: str) -> list[str]:
     users, items = outputs.read_vocabulary(previous)  # On the worker.
     return sequences.extend_vocabulary(users if which == "users" else items, current)
@@ -450,13 +467,17 @@ class EncodeExamplesFn(beam.DoFn):
     def start_bundle(self) -> None:
         self._counts: collections.Counter = collections.Counter()
 
-    def process(self, batch: UserBatch, users: list[str], items: list[str]) -> Iterator:
+    def process(
+        self, batch: UserBatch, users: list[str], items: list[str], kept: list[str]
+    ) -> Iterator:
+        """`kept`: the items with events (`items` before the items file adds
+        its own), among which held-out items are drawn."""
         user_ids, item_ids = _vocab_maps(self, users, items)
         held_out = frozenset()
         if self._hold_out:  # The same draw on every worker, made once.
-            if getattr(self, "_held_key", None) != id(items):
-                self._held_key = id(items)
-                self._held = sequences.held_out_items(items, *self._hold_out)
+            if getattr(self, "_held_key", None) != id(kept):
+                self._held_key = id(kept)
+                self._held = sequences.held_out_items(kept, *self._hold_out)
             held_out = self._held
         for user, raw_items in sequences.unpack_users(batch):
             ids = [item_ids[i] for i in raw_items]
@@ -485,8 +506,11 @@ def _write_sequences(batches: list[UserBatch], path: str) -> None:
     outputs.write_text(path, lines)
 
 
-def _write_attributes(items: list[str], source: str, path: str) -> tuple[str, dict]:
-    return ("item_attributes", inmemory.write_item_attributes(source, items, path))
+def _write_attributes(
+    items: list[str], before: list[str], source: str, path: str
+) -> tuple[str, dict]:
+    stats = inmemory.write_item_attributes(source, items, path, len(before))
+    return ("item_attributes", stats)
 
 
 def _stats_json(
@@ -552,6 +576,7 @@ def build_pipeline(
         split = parsed[EVENTS] | "TimeSplit" >> TimeSplit(config)
         core = {"batches": split["batches"]}
         vocab = {"users": split["users"], "items": split["items"]}
+        before_catalog = split["items_before_catalog"]
         examples = split["examples"]
         stat_sources = [parsed[STATS], split[STATS], examples[STATS]]
     else:
@@ -561,11 +586,14 @@ def build_pipeline(
         )
         vocab = core["batches"] | "AssignIds" >> AssignIds()
         kept_sizes = _kept_sizes(vocab)
+        kept_items = vocab["items"]  # Held-out items are drawn among these.
         vocab = {
             which: vocab[which]
             | f"KeepPrevious{which.title()}" >> KeepPreviousIds(config.previous, which)
             for which in ("users", "items")
         }
+        before_catalog = vocab["items"]
+        vocab["items"] = add_catalog(vocab["items"], config.item_attributes)
         examples = core["batches"] | "EncodeExamples" >> beam.ParDo(
             EncodeExamplesFn(
                 config.max_len,
@@ -575,6 +603,7 @@ def build_pipeline(
             ),
             beam.pvalue.AsSingleton(vocab["users"]),
             beam.pvalue.AsSingleton(vocab["items"]),
+            beam.pvalue.AsSingleton(kept_items),
         ).with_outputs(STATS, *schema.SPLITS)
         stat_sources = [parsed[STATS], users[STATS], core[STATS], examples[STATS]]
         stat_sources += kept_sizes
@@ -612,6 +641,7 @@ def build_pipeline(
             | "WriteItemAttributes"
             >> beam.Map(
                 _write_attributes,
+                beam.pvalue.AsSingleton(before_catalog),
                 source=config.item_attributes,
                 path=join(staging, schema.ITEM_ATTRIBUTES_FILE),
             )

@@ -163,10 +163,18 @@ def run(config: PreprocessConfig) -> dict:
     item_ids = {item: i for i, item in enumerate(items, start=1)}
     if cutoffs is not None:  # Users met only in the windows come after.
         users += sorted(set(timed) - set(user_items))
+    kept_items = items  # Held-out items are drawn among these.
     if config.previous:  # Every earlier id kept; new ones after them.
         previous_users, previous_items = outputs.read_vocabulary(config.previous)
         users = sequences.extend_vocabulary(previous_users, users)
         items = sequences.extend_vocabulary(previous_items, items)
+        item_ids = {item: i for i, item in enumerate(items, start=1)}
+    items_with_events = items
+    if config.item_attributes:  # The items file's items without events last.
+        from genni.pipeline.preprocess.catalog import read_catalog
+
+        listed = sorted(read_catalog(config.item_attributes).items)
+        items = sequences.extend_vocabulary(items, listed)
         item_ids = {item: i for i, item in enumerate(items, start=1)}
 
     staging = outputs.staging_dir(config.output)
@@ -176,12 +184,13 @@ def run(config: PreprocessConfig) -> dict:
             held_out = frozenset()
             if config.hold_out_items:
                 held_out = sequences.held_out_items(
-                    items, config.hold_out_items, config.hold_out_seed
+                    kept_items, config.hold_out_items, config.hold_out_seed
                 )
             examples = write_examples(
                 staging, users, user_items, item_ids, config.max_len, held_out
             )
             counters["held_out_test_targets"] = examples["held_out_test_targets"]
+            counters["kcore_items_kept"] = len(kept_items)
         else:
             examples = write_time_examples(
                 staging,
@@ -214,6 +223,7 @@ def run(config: PreprocessConfig) -> dict:
                 config.item_attributes,
                 items,
                 os.path.join(staging, schema.ITEM_ATTRIBUTES_FILE),
+                len(items_with_events),
             )
         stats = sequences.assemble_stats(
             config=run_settings(config, fmt),
@@ -357,11 +367,14 @@ def read_item_attributes(path: str) -> tuple[dict[str, list], int]:
 ITEMS_DEAD_LETTER = "items-00000-of-00001.jsonl"
 
 
-def write_item_attributes(source: str, items: list[str], path: str) -> dict:
+def write_item_attributes(
+    source: str, items: list[str], path: str, with_events: int | None = None
+) -> dict:
     """Write `source`'s attributes re-keyed to item ids, and its unreadable
     lines to the dataset's dead letters (`dead_letter/items-*.jsonl`);
     returns their stats: the attributes, and how the items file and the
-    vocabulary meet (`sequences.attribute_stats`)."""
+    vocabulary meet (`sequences.attribute_stats`); `with_events`: the items
+    of `items` that came from the log (the file's own come after them)."""
     from genni.pipeline.preprocess.catalog import read_catalog
 
     catalog = read_catalog(source)
@@ -378,12 +391,12 @@ def write_item_attributes(source: str, items: list[str], path: str) -> dict:
             ),
         )
     stats = sequences.attribute_stats(rekeyed, len(items), len(catalog.malformed))
-    vocabulary = set(items)
     stats["catalog_items"] = len(catalog.items)
-    stats["catalog_items_without_events"] = sum(
-        item not in vocabulary for item in catalog.items
-    )
-    stats["items_not_in_catalog"] = sum(item not in catalog.items for item in items)
+    from_log = items[: len(items) if with_events is None else with_events]
+    # Listed items the log has no (kept) event of: in the vocabulary all the
+    # same (`genni.pipeline.preprocess.catalog`).
+    stats["catalog_items_without_events"] = len(items) - len(from_log)
+    stats["items_not_in_catalog"] = sum(item not in catalog.items for item in from_log)
     return stats
 
 

@@ -249,10 +249,12 @@ def assemble_stats(
         stats["item_attributes"] = dict(item_attributes)
     if "hold_out_items" in config:  # (Absent: nothing held out.)
         share = float(config["hold_out_items"])
+        drawn_from = int(counters.get("kcore_items_kept") or final["items"])
         stats["hold_out"] = {
             "share": share,
             "seed": int(config["hold_out_seed"]),
-            "items": int(final["items"] * share),
+            "drawn_from": drawn_from,  # The first items: those with events.
+            "items": int(drawn_from * share),
             "test_targets": int(counters.get("held_out_test_targets", 0)),
         }
     stats["schema_version"] = schema.SCHEMA_VERSION

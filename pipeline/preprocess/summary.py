@@ -116,10 +116,11 @@ def format_stats(stats: dict) -> str:
                 (
                     "items file",
                     f"{attributes['catalog_items']:,} items listed: "
-                    f"{attributes['catalog_items_without_events']:,} of them not "
-                    "in the vocabulary (no events, or cut by the k-core); "
-                    f"{attributes['items_not_in_catalog']:,} items of the "
-                    "vocabulary not listed",
+                    f"{attributes['catalog_items_without_events']:,} of them "
+                    "without a kept event (no events, or cut by the k-core), in "
+                    "the vocabulary after the log's items; "
+                    f"{attributes['items_not_in_catalog']:,} items of the log "
+                    "not listed",
                 )
             )
     width = max(len(name) for name, _ in rows)

@@ -241,7 +241,8 @@ class Dataset:
         if hold_out:
             from genni.pipeline.preprocess.sequences import held_out_items
 
-            items = self.ids(schema.ITEMS_FILE)[1:]
+            drawn = hold_out.get("drawn_from", self.num_items)
+            items = self.ids(schema.ITEMS_FILE)[1 : drawn + 1]
             return np.array(
                 sorted(held_out_items(items, hold_out["share"], hold_out["seed"])),
                 dtype=np.int64,

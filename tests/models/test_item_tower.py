@@ -66,6 +66,8 @@ def tower_run(tmp_path_factory):
         for i in range(12)
     ]
     rows.append({"item_id": "cold", "kind": "k0", "shelf": "s0"})
+    # Listed with no event at all: in the catalog, so in the vocabulary.
+    rows.append({"item_id": "listed", "kind": "k1", "shelf": "s1"})
     attributes.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     data = str(root / "data")
     inmemory.run(
@@ -108,6 +110,13 @@ def test_a_run_scores_an_item_it_never_trained_on(tower_run, tmp_path):
     )
     served = [i.decode() for i in ids[0] if i]
     assert "cold" in served and len(served) == dataset.num_items
+    # An item with no event at all, listed in the items file, is served too,
+    # and a history holding it is answered.
+    listed = dataset.ids("items.txt").index("listed")
+    assert "listed" in served and tower.id_rows.numpy()[listed] == 0.0
+    assert np.isfinite(
+        trained(tf.constant([[0] * 9 + [listed]], tf.int64)).numpy()
+    ).all()
     answered = top_k(history=tf.constant([["cold", "i3"]]), k=tf.constant(3))
     assert np.isfinite(answered["scores"].numpy()).all()
 

@@ -94,3 +94,47 @@ def test_s3rec_and_metadata_layouts_as_before(tmp_path):
     unreadable.write_text("just one column\nand another\n")
     with pytest.raises(ValueError, match=r"neither an S3-Rec.*1 unreadable"):
         read_catalog(str(unreadable))
+
+
+@pytest.mark.parametrize("split", ["leave_one_out", "time"])
+def test_listed_items_join_the_vocabulary_in_beam_and_in_memory(tmp_path, split):
+    """Every item of the items file is in the vocabulary, with or without
+    events, after the log's items; Beam and in memory alike."""
+    from genni.components import schema
+    from genni.pipeline.preprocess import inmemory, outputs
+    from genni.pipeline.preprocess.config import PreprocessConfig
+    from tests.conftest import review
+    from tests.pipeline.test_preprocess_e2e import preprocess, read_lines, read_split
+
+    day = 86400
+    lines = [
+        review(f"u{u}", f"i{(u + j) % 6}", j * day + u)
+        for u in range(12)
+        for j in range(8)
+    ]
+    lines += [
+        review(f"u{u}", "late", 9 * day + u) for u in range(3)
+    ]  # The test window.
+    log = tmp_path / "log.json"
+    log.write_text("\n".join(lines) + "\n")
+    items = tmp_path / "items.csv"
+    items.write_text(
+        "item_id,genre\n"
+        + "".join(f"i{i},g{i % 2}\n" for i in range(6))
+        + "late,g1\nshelf,g0\n"
+    )
+    flags = dict(min_count=2, max_len=8, item_attributes=str(items))
+    if split == "time":
+        flags.update(split="time", test_days=1.5)
+    beam_out, mem_out = str(tmp_path / "beam"), str(tmp_path / "mem")
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in flags.items()]
+    assert preprocess(log, beam_out, *args) == 0
+    inmemory.run(PreprocessConfig(str(log), mem_out, **flags))
+    vocabulary = read_lines(f"{beam_out}/{schema.ITEMS_FILE}")
+    assert vocabulary[-1] == "shelf"  # Listed, no event: after the log's.
+    assert set(vocabulary) == {f"i{i}" for i in range(6)} | {"late", "shelf"}
+    assert vocabulary == read_lines(f"{mem_out}/{schema.ITEMS_FILE}")
+    stats = outputs.read_json(f"{beam_out}/{schema.STATS_FILE}")
+    assert stats == outputs.read_json(f"{mem_out}/{schema.STATS_FILE}")
+    for part in schema.SPLITS:
+        assert read_split(beam_out, part, 8) == read_split(mem_out, part, 8)

@@ -63,6 +63,7 @@ def test_held_out_items_are_test_targets_only(held_out):
     assert stats["hold_out"] == {
         "share": 0.25,
         "seed": 1,
+        "drawn_from": len(items),
         "items": len(held),
         "test_targets": len(cold),
     }

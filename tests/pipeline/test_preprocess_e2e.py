@@ -170,12 +170,17 @@ def test_min_rating_and_item_attributes(tmp_path, write_log):
     stats = outputs.read_json(os.path.join(out, schema.STATS_FILE))
     # Ratings are 1..5 over i0..i4 and again 1 for i5: only 4 and 5 are > 3.
     assert stats["dropped_by_rating"] == 6 * 4
-    assert read_lines(os.path.join(out, schema.ITEMS_FILE)) == ["i3", "i4"]
+    # The items file is the catalog: "gone", listed with no kept event, is
+    # in the vocabulary after the log's items, servable by its attributes.
+    assert read_lines(os.path.join(out, schema.ITEMS_FILE)) == ["i3", "i4", "gone"]
     assert outputs.read_json(os.path.join(out, schema.ITEM_ATTRIBUTES_FILE)) == {
         "1": [8],
         "2": [7, 8],
+        "3": [1],
     }
-    assert stats["item_attributes"]["items_with_attributes"] == 2
+    assert stats["items"] == 3
+    assert stats["item_attributes"]["items_with_attributes"] == 3
+    assert stats["item_attributes"]["catalog_items_without_events"] == 1
 
 
 def test_missing_input(tmp_path, capsys):
@@ -276,13 +281,15 @@ def test_item_attributes_from_amazon_and_yelp_metadata(tmp_path, write_log):
         "i0": ["brand:Acme", "category:Toys", "category:Puzzles"],
         "i1": ["brand:Zed", "category:Toys", "category:Games"],
         "i2": ["brand:Acme", "category:Dolls"],
+        "elsewhere": ["brand:Gone"],  # Listed, no events: in the catalog.
     }
     stats = outputs.read_json(os.path.join(out, schema.STATS_FILE))
     assert stats["item_attributes"]["malformed_metadata_lines"] == 2
-    assert stats["item_attributes"]["items_without_attributes"] == 1
+    assert stats["item_attributes"]["items_without_attributes"] == 1  # i3
     assert "2 unreadable metadata lines" in cli.format_stats(stats)
     # The unreadable lines are dead letters; the file and the vocabulary meet
     # with none dropped unsaid: "elsewhere" has no events, i3 no line.
+    assert items[-1] == "elsewhere" and stats["items"] == 5
     dead = read_lines(os.path.join(out, "dead_letter", "items-00000-of-00001.jsonl"))
     assert [json.loads(d)["line"] for d in dead] == metadata[3:5]
     assert {
@@ -297,7 +304,7 @@ def test_item_attributes_from_amazon_and_yelp_metadata(tmp_path, write_log):
         "catalog_items_without_events": 1,
         "items_not_in_catalog": 1,
     }
-    assert "4 items listed: 1 of them not in the vocabulary" in cli.format_stats(stats)
+    assert "4 items listed: 1 of them without a kept event" in cli.format_stats(stats)
 
     yelp = tmp_path / "business.json"
     yelp.write_text(
