@@ -167,3 +167,55 @@ def test_a_warm_start_carries_the_attribute_rows_by_name(tower_run, tmp_path):
     kept = after.id_rows.numpy()
     assert kept[ids.index("i0")] == 1.0
     assert kept[ids.index("cold")] == 0.0 and kept[ids.index("new1")] == 0.0
+
+
+def test_rest_and_grpc_serve_an_item_with_no_event(tower_run, tmp_path):
+    """Through `genni serve` (TF Serving's API): an item listed in the items
+    file with no event is answered over REST and gRPC, a history holding it
+    too; the SavedModel holds core ops only."""
+    import grpc
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.framework import op_def_registry
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from genni.pipeline.serving import server as serving
+    from tests.pipeline.test_serving import _rest
+
+    run, data = tower_run
+    base = str(tmp_path / "models")
+    path = export.export(run, base, k=Dataset.open(data).num_items)
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString(Path(path, "saved_model.pb").read_bytes())
+    graph = saved.meta_graphs[0].graph_def
+    ops = {n.op for n in graph.node} | {
+        n.op for f in graph.library.function for n in f.node_def
+    }
+    assert not ops & {"PyFunc", "EagerPyFunc"}
+    assert all(op_def_registry.get(op) is not None for op in ops)
+    srv = serving.Server(base, rest_port=0, grpc_port=0, poll_seconds=0.2).start()
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(
+        grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}")
+    )
+    answers = {}
+    try:
+        for history in (["i0", "i1"], ["listed"], ["unknown"]):
+            status, body = _rest(
+                srv, "/v1/models/genni:predict", {"instances": [history]}
+            )
+            assert status == 200
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = "genni"
+            request.inputs["history"].CopyFrom(
+                tf.make_tensor_proto([history], dtype=tf.string)
+            )
+            answer = stub.Predict(request, timeout=30)
+            ids = [b.decode() for b in tf.make_ndarray(answer.outputs["item_ids"])[0]]
+            assert ids == body["predictions"][0]["item_ids"]  # REST as gRPC.
+            assert np.isfinite(tf.make_ndarray(answer.outputs["scores"])).all()
+            answers[history[0]] = ids
+        assert "listed" in answers["i0"]  # Recommended, never trained on.
+        # A history of it is read by the model, not the popularity fallback
+        # an unknown item gets.
+        assert answers["listed"] != answers["unknown"]
+    finally:
+        srv.stop()
