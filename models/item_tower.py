@@ -34,11 +34,13 @@ class ItemFeatures:
     `names` the attribute of each id (`names[a - 1]`), `id_rows` [num_items +
     1]: 1 where the item has an ID row training reaches, 0 where it has none
     (an item with no training events), so that it is scored by its
-    attributes alone."""
+    attributes alone; `unreached`: the attributes left out because no item
+    with a trained ID row holds them (their rows would be untrained)."""
 
     attributes: np.ndarray
     names: tuple[str, ...]
     id_rows: np.ndarray
+    unreached: int = 0
 
     @property
     def num_attributes(self) -> int:
@@ -62,6 +64,11 @@ def item_features(
         for value in attributes.get(str(item), [])[:max_attributes]:
             name = str(value)
             rows[item].append(index.setdefault(name, len(index) + 1))
+    # An attribute no item with a trained ID row holds would be a row no
+    # training reached: it is left out of every item's vectors.
+    reached = {a for item, row in enumerate(rows) if item not in untrained for a in row}
+    unreached = {a for row in rows for a in row} - reached
+    rows = [[a for a in row if a in reached] for row in rows]
     width = max(1, max(len(r) for r in rows))
     matrix = np.zeros((num_items + 1, width), dtype=np.int32)
     for item, row in enumerate(rows):
@@ -70,7 +77,7 @@ def item_features(
     id_rows[0] = 0.0
     for item in untrained:
         id_rows[item] = 0.0
-    return ItemFeatures(matrix, tuple(index), id_rows)
+    return ItemFeatures(matrix, tuple(index), id_rows, len(unreached))
 
 
 class ItemTower(tf.keras.layers.Layer):

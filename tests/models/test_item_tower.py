@@ -25,24 +25,27 @@ TOWER = dict(hidden_size=8, num_layers=1, num_heads=1, batch_size=32, item_tower
 def test_features_number_attributes_by_first_appearance():
     features = item_features({"1": ["b", "a"], "3": ["a", 7]}, 3, untrained={3})
     assert features.names == ("b", "a", "7")
-    assert features.attributes.tolist() == [[0, 0], [1, 2], [0, 0], [2, 3]]
+    # "7": no item with a trained ID row holds it, so no training reaches its
+    # row: it is left out (item 3 is "a" alone).
+    assert features.attributes.tolist() == [[0, 0], [1, 2], [0, 0], [2, 0]]
     assert features.id_rows.tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert features.unreached == 1
 
 
 def test_an_item_without_an_id_row_is_its_attributes():
-    features = item_features({"1": ["x"], "2": ["x", "y"], "3": []}, 3, {2})
+    features = item_features({"1": ["x", "y"], "2": ["x", "y"], "3": []}, 3, {2})
     tower = ItemTower(features, hidden_size=4, id_dropout=0.5, seed=0)
     tower.build(None)
     ids = tf.random.stateless_normal([4, 4], seed=[1, 2])
     rows = tower.attribute_embedding.embeddings.numpy()
     table = tower(ids).numpy()
-    np.testing.assert_allclose(table[1], ids[1] + rows[1], atol=1e-6)
+    np.testing.assert_allclose(table[1], ids[1] + (rows[1] + rows[2]) / 2, atol=1e-6)
     np.testing.assert_allclose(table[2], (rows[1] + rows[2]) / 2, atol=1e-6)
     np.testing.assert_allclose(table[3], ids[3], atol=1e-6)  # No attributes.
     np.testing.assert_allclose(table[0], 0.0, atol=1e-6)  # Padding.
     # Training leaves some ID rows out (a draw a step), never adds one.
     dropped = [tower(ids, training=True).numpy() for _ in range(8)]
-    assert any(np.allclose(d[1], rows[1], atol=1e-6) for d in dropped)
+    assert any(np.allclose(d[1], (rows[1] + rows[2]) / 2, atol=1e-6) for d in dropped)
     assert all(np.allclose(d[2], table[2], atol=1e-6) for d in dropped)
 
 
