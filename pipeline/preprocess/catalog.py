@@ -4,7 +4,7 @@ file in any of the layouts below (`read_catalog`, told apart by content).
 - S3-Rec `item2attributes.json`: one JSON object {item id: [attribute ids]};
   the attribute ids are kept as they are.
 - Item metadata, one record per line: Amazon 2014 (Python literals), 2018
-  and 2023 (JSON), Yelp `business.json` (`inmemory.metadata_attributes`):
+  and 2023 (JSON), Yelp `business.json` (`metadata_attributes`):
   "brand:<brand>" and "category:<name>".
 - MovieLens `movies.csv` (header `movieId,title,genres`): "genre:<name>" for
   each `|`-separated genre ("(no genres listed)": none) and "year:<yyyy>"
@@ -114,8 +114,6 @@ def _record_id(record: dict):
 
 def _records(lines: list[str]) -> Catalog:
     """Metadata lines (Amazon, Yelp) or JSON lines."""
-    from genni.pipeline.preprocess.inmemory import metadata_attributes
-
     catalog = Catalog({}, [], "metadata")
     for line in lines:
         parsed = metadata_attributes(line)
@@ -224,3 +222,41 @@ def _table(lines: list[str]) -> Catalog:
             )
         catalog.add(row[id_at].strip(), values)
     return catalog
+
+
+def metadata_attributes(line: str) -> tuple[str, list[str]] | None:
+    """(item id, attributes) of one metadata record, or None if unreadable."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        try:
+            record = ast.literal_eval(line)  # Amazon 2014 metadata.
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    if not isinstance(record, dict):
+        return None
+    item = record.get("business_id") or record.get("parent_asin") or record.get("asin")
+    if not isinstance(item, str) or not item:
+        return None
+    values: list[str] = []
+    brand = record.get("brand") or record.get("store")
+    details = record.get("details")
+    if not brand and isinstance(details, dict):
+        brand = details.get("Brand")
+    if isinstance(brand, str) and brand.strip():
+        values.append(f"brand:{brand.strip()}")
+    categories = record.get("categories", record.get("category"))
+    if isinstance(categories, str):  # Yelp: "Restaurants, Pizza".
+        names = categories.split(",")
+    elif isinstance(categories, list):
+        names = []
+        for entry in categories:  # Amazon 2014: a list of category paths.
+            names.extend(entry if isinstance(entry, list) else [entry])
+    else:
+        names = []
+    for name in names:
+        if isinstance(name, str) and name.strip():
+            value = f"category:{name.strip()}"
+            if value not in values:
+                values.append(value)
+    return item, values

@@ -9,9 +9,7 @@ not fit in one machine's memory.
 
 from __future__ import annotations
 
-import ast
 import collections
-import json
 import os
 from collections.abc import Mapping
 
@@ -398,44 +396,6 @@ def write_item_attributes(
     stats["catalog_items_without_events"] = len(items) - len(from_log)
     stats["items_not_in_catalog"] = sum(item not in catalog.items for item in from_log)
     return stats
-
-
-def metadata_attributes(line: str) -> tuple[str, list[str]] | None:
-    """(item id, attributes) of one metadata record, or None if unreadable."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError:
-        try:
-            record = ast.literal_eval(line)  # Amazon 2014 metadata.
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return None
-    if not isinstance(record, dict):
-        return None
-    item = record.get("business_id") or record.get("parent_asin") or record.get("asin")
-    if not isinstance(item, str) or not item:
-        return None
-    values: list[str] = []
-    brand = record.get("brand") or record.get("store")
-    details = record.get("details")
-    if not brand and isinstance(details, dict):
-        brand = details.get("Brand")
-    if isinstance(brand, str) and brand.strip():
-        values.append(f"brand:{brand.strip()}")
-    categories = record.get("categories", record.get("category"))
-    if isinstance(categories, str):  # Yelp: "Restaurants, Pizza".
-        names = categories.split(",")
-    elif isinstance(categories, list):
-        names = []
-        for entry in categories:  # Amazon 2014: a list of category paths.
-            names.extend(entry if isinstance(entry, list) else [entry])
-    else:
-        names = []
-    for name in names:
-        if isinstance(name, str) and name.strip():
-            value = f"category:{name.strip()}"
-            if value not in values:
-                values.append(value)
-    return item, values
 
 
 def empty_error(counters: Mapping, config: PreprocessConfig) -> str:
