@@ -128,7 +128,9 @@ def _records(lines: list[str]) -> Catalog:
     return catalog
 
 
-def _json_line(line: str) -> tuple[str, list[str]] | None:
+def _record(line: str) -> dict | None:
+    """One line's record: JSON, or Python literals (Amazon 2014 metadata);
+    None if it is neither, or not a mapping."""
     try:
         record = json.loads(line)
     except json.JSONDecodeError:
@@ -136,7 +138,12 @@ def _json_line(line: str) -> tuple[str, list[str]] | None:
             record = ast.literal_eval(line)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return None
-    if not isinstance(record, dict):
+    return record if isinstance(record, dict) else None
+
+
+def _json_line(line: str) -> tuple[str, list[str]] | None:
+    record = _record(line)
+    if record is None:
         return None
     found = _record_id(record)
     if found is None or found[0] not in ID_COLUMNS:
@@ -226,14 +233,8 @@ def _table(lines: list[str]) -> Catalog:
 
 def metadata_attributes(line: str) -> tuple[str, list[str]] | None:
     """(item id, attributes) of one metadata record, or None if unreadable."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError:
-        try:
-            record = ast.literal_eval(line)  # Amazon 2014 metadata.
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return None
-    if not isinstance(record, dict):
+    record = _record(line)
+    if record is None:
         return None
     item = record.get("business_id") or record.get("parent_asin") or record.get("asin")
     if not isinstance(item, str) or not item:
