@@ -86,7 +86,15 @@ def tower_run(tmp_path_factory):
     return run, data
 
 
-def test_a_run_scores_an_item_it_never_trained_on(tower_run, tmp_path):
+@pytest.fixture(scope="module")
+def tower_export(tower_run):
+    """`tower_run` exported (k: every item), in its own models directory."""
+    run, data = tower_run
+    base = str(Path(run).parent / "models")
+    return base, export.export(run, base, k=Dataset.open(data).num_items)
+
+
+def test_a_run_scores_an_item_it_never_trained_on(tower_run, tower_export):
     run, data = tower_run
     dataset = Dataset.open(data)
     cold = dataset.ids("items.txt").index("cold")
@@ -104,7 +112,7 @@ def test_a_run_scores_an_item_it_never_trained_on(tower_run, tmp_path):
     assert np.isfinite(scores[1:]).all() and np.isfinite(scores[cold])
 
     # The exported SavedModel ranks it among every item, raw ids in.
-    path = export.export(run, str(tmp_path / "models"))
+    _, path = tower_export
     top_k = guard.top_k_signature(path)
     _, ids = guard.served_rankings(
         top_k,
@@ -172,7 +180,7 @@ def test_a_warm_start_carries_the_attribute_rows_by_name(tower_run, tmp_path):
     assert kept[ids.index("cold")] == 0.0 and kept[ids.index("new1")] == 0.0
 
 
-def test_rest_and_grpc_serve_an_item_with_no_event(tower_run, tmp_path):
+def test_rest_and_grpc_serve_an_item_with_no_event(tower_export):
     """Through `genni serve` (TF Serving's API): an item listed in the items
     file with no event is answered over REST and gRPC, a history holding it
     too; the SavedModel holds core ops only."""
@@ -184,9 +192,7 @@ def test_rest_and_grpc_serve_an_item_with_no_event(tower_run, tmp_path):
     from genni.pipeline.serving import server as serving
     from tests.pipeline.test_serving import _rest
 
-    run, data = tower_run
-    base = str(tmp_path / "models")
-    path = export.export(run, base, k=Dataset.open(data).num_items)
+    base, path = tower_export
     saved = saved_model_pb2.SavedModel()
     saved.ParseFromString(Path(path, "saved_model.pb").read_bytes())
     graph = saved.meta_graphs[0].graph_def
