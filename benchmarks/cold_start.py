@@ -1,0 +1,168 @@
+"""Items never trained on: the item tower against today's default and the
+content baseline, on the cold-start split of Beauty and Toys.
+
+For each data set (S3-Rec sequences and their `item2attributes.json` in
+`../shared/data`), hold-out seed H and training seed S: `genni preprocess
+--hold-out-items SHARE --hold-out-seed H --item-attributes ...`, then the
+recommended preset trained twice the same way, without and with
+`--item-tower`, and the content baseline (`pipeline/training/cold.py`) on the
+same test cases. The table: HR@10 / NDCG@10 of the cases whose target was
+held out, ranked over every item (cold) and among the held-out items alone
+(cold among cold), of the others (warm) and of all.
+
+Runs live in `--runs` (default `benchmarks/results/.cold_start_runs`, not
+committed): a finished run is read again, an unfinished one resumes, so the
+benchmark can be stopped and run again. Each finished run is added to the
+project's record (`benchmarks/results/runs.jsonl`).
+
+    python benchmarks/cold_start.py [--data beauty toys] [--hold-out-seeds 0 1] \\
+        [--seeds 0 1] [--variants default tower] [--epochs 200] [--name cold_start]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from _common import RECORD, RESULTS, SHARED_DATA, machine, write_results
+
+from genni.components import schema
+from genni.pipeline.training import rundir, train
+from genni.pipeline.training.config import TrainConfig
+
+DATA = {
+    "beauty": ("Beauty.txt", "Beauty_item2attributes.json"),
+    "toys": ("Toys_and_Games.txt", "Toys_and_Games_item2attributes.json"),
+}
+VARIANTS = {"default": {}, "tower": {"item_tower": True}}
+GROUPS = ("cold", "cold_among_cold", "warm")
+
+
+def dataset(name: str, share: float, seed: int, root: str) -> str:
+    """The cold-start split of `name`, preprocessed once (in memory)."""
+    from genni.pipeline.preprocess import inmemory
+    from genni.pipeline.preprocess.config import PreprocessConfig
+
+    sequences, attributes = DATA[name]
+    out = os.path.join(root, "data", f"{name}_h{seed}")
+    if not os.path.exists(os.path.join(out, schema.STATS_FILE)):
+        inmemory.run(
+            PreprocessConfig(
+                input=str(SHARED_DATA / sequences),
+                output=out,
+                item_attributes=str(SHARED_DATA / attributes),
+                hold_out_items=share,
+                hold_out_seed=seed,
+                overwrite=True,
+            )
+        )
+    return out
+
+
+def run(data: str, output: str, seed: int, variant: str, epochs: int) -> dict:
+    """The run's metrics.json: read when finished, else trained (resumed)."""
+    path = os.path.join(output, rundir.METRICS_FILE)
+    if os.path.exists(path):
+        return rundir.read_json(path)
+    config = TrainConfig.of(
+        data=data, output=output, seed=seed, epochs=epochs, **VARIANTS[variant]
+    )
+    print(f"training {output}", flush=True)
+    return train.train(config, resume=rundir.started(output), verbose=0)
+
+
+def row(name: str, hold: int, seed: int, variant: str, metrics: dict) -> dict:
+    by = metrics.get("test_by_target", {})
+    out = dict(data=name, hold_out_seed=hold, seed=seed, model=variant)
+    for group in GROUPS:
+        for metric in ("HR@10", "NDCG@10"):
+            out[f"{group} {metric}"] = by.get(group, {}).get(metric)
+    for metric in ("HR@10", "NDCG@10"):
+        out[f"all {metric}"] = metrics["test"][metric]
+    out["cold cases"] = by.get("cold", {}).get("cases")
+    out["best epoch"] = metrics.get("best_epoch")
+    return out
+
+
+def baseline_row(name: str, hold: int, metrics: dict) -> dict:
+    content = metrics["test_by_target"].get("content_baseline", {})
+    out = dict(data=name, hold_out_seed=hold, seed=None, model="content baseline")
+    for metric in ("HR@10", "NDCG@10"):
+        out[f"cold_among_cold {metric}"] = content.get(metric)
+    out["cold cases"] = content.get("cases")
+    return out
+
+
+def markdown(rows: list[dict], command: str) -> str:
+    cells = [f"{g} {m}" for g in (*GROUPS, "all") for m in ("HR@10", "NDCG@10")]
+    lines = [
+        "# Items never trained on: the cold-start split",
+        "",
+        "Test HR@10 / NDCG@10 (%). cold: the target was held out, ranked over "
+        "every item; cold among cold: among the held-out items alone; warm: the "
+        "other cases; all: every case.",
+        "",
+        "| data | hold-out seed | seed | model | cases | best epoch | "
+        + " | ".join(cells)
+        + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(cells),
+    ]
+    for r in rows:
+        values = ["" if r.get(c) is None else f"{r[c]:.2f}" for c in cells]
+        head = [
+            r["data"],
+            r["hold_out_seed"],
+            "" if r["seed"] is None else r["seed"],
+            r["model"],
+            r.get("cold cases") or "",
+            r.get("best epoch") or "",
+        ]
+        lines.append("| " + " | ".join(str(c) for c in [*head, *values]) + " |")
+    lines += ["", f"Command: `{command}`", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", nargs="+", default=["beauty", "toys"], choices=DATA)
+    parser.add_argument("--share", type=float, default=0.1)
+    parser.add_argument("--hold-out-seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument(
+        "--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS
+    )
+    parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument("--runs", default=str(RESULTS / ".cold_start_runs"))
+    parser.add_argument("--name", default="cold_start")
+    args = parser.parse_args(argv)
+    from research import records
+
+    rows, finished = [], {}
+    for name in args.data:
+        for hold in args.hold_out_seeds:
+            data = dataset(name, args.share, hold, args.runs)
+            baseline = None
+            for seed in args.seeds:
+                for variant in args.variants:
+                    output = os.path.join(
+                        args.runs, "runs", f"{name}_h{hold}_s{seed}_{variant}"
+                    )
+                    metrics = run(data, output, seed, variant, args.epochs)
+                    finished[output] = metrics
+                    rows.append(row(name, hold, seed, variant, metrics))
+                    baseline = baseline or metrics
+            if baseline and "test_by_target" in baseline:
+                rows.append(baseline_row(name, hold, baseline))
+    records.archive_runs(finished, str(RECORD), "cold_start")
+    command = "python benchmarks/cold_start.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    write_results(
+        args.name, {"machine": machine(), "rows": rows}, markdown(rows, command)
+    )
+    print(markdown(rows, command))
+
+
+if __name__ == "__main__":
+    main()
