@@ -4,7 +4,8 @@ and a paired bootstrap over the step's users of their difference.
 `genni replay` scores each step's served version on the next period's cases
 (`genni.pipeline.loop.replay`); two replays of the same log with the same
 `--every` and `--steps` (code before and after a change, or two settings)
-meet the same cases. Each case is scored again here through both served
+meet the same cases (where one was stopped early, the steps both have).
+Each case is scored again here through both served
 SavedModels (the versions the rows name, in each replay's `LOOP/models`), the
 per-case NDCG@10 checked against the row's, and the users of a step resampled
 with replacement (2,000 rounds, seed 0) for a 95% interval of the
@@ -90,10 +91,14 @@ def compare(args) -> dict:
         side: rundir.read_json(os.path.join(path, "replay.json"))
         for side, path in (("before", args.before), ("after", args.after))
     }
-    if [r["cut"] for r in rows["before"]] != [r["cut"] for r in rows["after"]]:
+    common = min(len(rows["before"]), len(rows["after"]))  # A replay cut short.
+    cuts = {side: [r["cut"] for r in rows[side][:common]] for side in rows}
+    if cuts["before"] != cuts["after"]:
         raise SystemExit("The two replays cut the log at other times.")
     steps = []
-    for before, after in zip(rows["before"], rows["after"], strict=True):
+    for before, after in zip(
+        rows["before"][:common], rows["after"][:common], strict=True
+    ):
         users, histories, targets = step_cases(
             events, before["cut"], before["cut"] + args.every * DAY
         )
