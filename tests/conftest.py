@@ -30,6 +30,8 @@ SLOW_FILES_FIRST = (
     "test_preprocess_e2e.py",
     "test_pretrain.py",
     "test_loop_api.py",
+    "test_item_tower.py",
+    "test_hold_out.py",
 )
 
 

@@ -468,10 +468,15 @@ class EncodeExamplesFn(beam.DoFn):
         self._counts: collections.Counter = collections.Counter()
 
     def process(
-        self, batch: UserBatch, users: list[str], items: list[str], kept: list[str]
+        self,
+        batch: UserBatch,
+        users: list[str],
+        items: list[str],
+        kept: list[str] | None = None,
     ) -> Iterator:
         """`kept`: the items with events (`items` before the items file adds
-        its own), among which held-out items are drawn."""
+        its own; default `items`), among which held-out items are drawn."""
+        kept = items if kept is None else kept
         user_ids, item_ids = _vocab_maps(self, users, items)
         held_out = frozenset()
         if self._hold_out:  # The same draw on every worker, made once.

@@ -80,7 +80,7 @@ def tower_run(tmp_path_factory):
     )
     run = str(root / "run")
     train.train(
-        TrainConfig.of(data=data, output=run, epochs=2, candidates="all", **TOWER),
+        TrainConfig.of(data=data, output=run, epochs=1, candidates="all", **TOWER),
         verbose=0,
     )
     return run, data

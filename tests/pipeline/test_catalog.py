@@ -96,10 +96,11 @@ def test_s3rec_and_metadata_layouts_as_before(tmp_path):
         read_catalog(str(unreadable))
 
 
-@pytest.mark.parametrize("split", ["leave_one_out", "time"])
-def test_listed_items_join_the_vocabulary_in_beam_and_in_memory(tmp_path, split):
+def test_listed_items_join_the_vocabulary_in_beam_and_in_memory(tmp_path):
     """Every item of the items file is in the vocabulary, with or without
-    events, after the log's items; Beam and in memory alike."""
+    events, after the log's items; Beam and in memory alike (the split by
+    time; leave-one-out through Beam: test_preprocess_e2e, in memory:
+    test_item_tower)."""
     from genni.components import schema
     from genni.pipeline.preprocess import inmemory, outputs
     from genni.pipeline.preprocess.config import PreprocessConfig
@@ -123,9 +124,9 @@ def test_listed_items_join_the_vocabulary_in_beam_and_in_memory(tmp_path, split)
         + "".join(f"i{i},g{i % 2}\n" for i in range(6))
         + "late,g1\nshelf,g0\n"
     )
-    flags = dict(min_count=2, max_len=8, item_attributes=str(items))
-    if split == "time":
-        flags.update(split="time", test_days=1.5)
+    flags = dict(
+        min_count=2, max_len=8, item_attributes=str(items), split="time", test_days=1.5
+    )
     beam_out, mem_out = str(tmp_path / "beam"), str(tmp_path / "mem")
     args = [f"--{k.replace('_', '-')}={v}" for k, v in flags.items()]
     assert preprocess(log, beam_out, *args) == 0
