@@ -69,14 +69,14 @@ tf.config.set_logical_device_configuration(
 from genni.pipeline.training import data, train
 from genni.components import schema
 
-data_dir, out, part = sys.argv[1], sys.argv[2], sys.argv[3]
+data_dir, out, parts = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 devices = [d.name for d in tf.config.list_logical_devices("CPU")]
 strategy = tf.distribute.MirroredStrategy(devices)
 """
 SCRIPT += RUNS
 SCRIPT += """
 result = {"replicas": strategy.num_replicas_in_sync}
-if part == "train":
+if "train" in parts:
     straight, resumed = straight_and_resumed(  # Killed in its last epoch.
         strategy, epochs=2, kill_epoch=2, batch_size=63, alpha_step=0.05
     )
@@ -93,7 +93,7 @@ if part == "train":
     local = strategy.experimental_local_results(model.sampler.alpha)
     result["alphas"] = [float(a) for a in local]
 
-if part == "pretrain":  # S3-Rec pre-training, killed in epoch 2 and resumed.
+if "pretrain" in parts:  # S3-Rec pre-training, killed in epoch 2 and resumed.
     from genni.models import s3rec
     from genni.pipeline.training import pretrain
     from genni.pipeline.training.config import PretrainConfig
@@ -143,11 +143,11 @@ def mirrored_data(tmp_path_factory):
 
 
 def _mirrored(root, data, part):
-    """One part of SCRIPT under MirroredStrategy over two logical CPUs, in a
-    child process (two parts, so that no one test waits for both)."""
+    """The parts of SCRIPT ("train,pretrain") under MirroredStrategy over two
+    logical CPUs, in one child process (one TensorFlow start-up)."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", PYTHONPATH=str(ROOT))
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, data, str(root / part), part],
+        [sys.executable, "-c", SCRIPT, data, str(root / part.replace(",", "_")), part],
         capture_output=True,
         text=True,
         env=env,
@@ -162,7 +162,7 @@ def _mirrored(root, data, part):
 
 @pytest.fixture(scope="module")
 def distributed(mirrored_data):
-    return _mirrored(*mirrored_data, "train")
+    return _mirrored(*mirrored_data, "train,pretrain")
 
 
 def test_mirrored_training_beats_a_random_ranking(distributed):
@@ -184,9 +184,9 @@ def test_mirrored_run_resumes_where_it_would_have_ended(distributed):
 
 
 def test_mirrored_pretraining_learns_and_resumes_where_it_would_have_ended(
-    mirrored_data,
+    distributed,
 ):
-    result = _mirrored(*mirrored_data, "pretrain")
+    result = distributed
     assert result["killed_at"] == 1  # Epoch 2 resumed from epoch 1's checkpoint.
     straight, resumed = result["pretrain"]
     assert [r["epoch"] for r in resumed] == [1, 2]

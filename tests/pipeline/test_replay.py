@@ -95,3 +95,6 @@ def test_the_report_shows_each_steps_epochs():
     )
     assert epochs_cell({"trained": 12, "chosen": 3, "refit": None}) == "12 (3)"
     assert epochs_cell(None) == ""
+    assert epochs_cell({"trained": 0, "chosen": 7, "refit": 0}, "warm") == (
+        "warm's run (7) + refit warm's"
+    )

@@ -137,7 +137,7 @@ def test_a_warm_started_run_is_judged_by_its_own_curve(grown, tmp_path):
     flat = dict(
         MODEL,
         data=new,
-        epochs=12,
+        epochs=6,
         patience=1,
         patience_growth=0.0,
         min_steps=1000,
@@ -149,7 +149,7 @@ def test_a_warm_started_run_is_judged_by_its_own_curve(grown, tmp_path):
         train.train(TrainConfig.of(output=output, warm_start=start, **flat), verbose=0)
         metrics = rundir.read_json(f"{output}/{rundir.METRICS_FILE}")
         ran[name] = (metrics["epochs_run"], metrics["stopped_early"])
-    assert ran == {"fresh": (12, False), "warm": (2, True)}
+    assert ran == {"fresh": (6, False), "warm": (2, True)}
 
 
 def test_another_loops_run_is_reused_only_on_the_same_ids(grown, tmp_path):
