@@ -514,7 +514,10 @@ def _write_sequences(batches: list[UserBatch], path: str) -> None:
 def _write_attributes(
     items: list[str], before: list[str], source: str, path: str
 ) -> tuple[str, dict]:
-    stats = inmemory.write_item_attributes(source, items, path, len(before))
+    from genni.pipeline.preprocess.catalog import read_catalog
+
+    catalog = read_catalog(source)  # On the worker (as `_with_catalog`).
+    stats = inmemory.write_item_attributes(catalog, source, items, path, len(before))
     return ("item_attributes", stats)
 
 

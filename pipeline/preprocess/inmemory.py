@@ -167,12 +167,12 @@ def run(config: PreprocessConfig) -> dict:
         users = sequences.extend_vocabulary(previous_users, users)
         items = sequences.extend_vocabulary(previous_items, items)
         item_ids = {item: i for i, item in enumerate(items, start=1)}
-    items_with_events = items
+    items_with_events, catalog = items, None
     if config.item_attributes:  # The items file's items without events last.
         from genni.pipeline.preprocess.catalog import read_catalog
 
-        listed = sorted(read_catalog(config.item_attributes).items)
-        items = sequences.extend_vocabulary(items, listed)
+        catalog = read_catalog(config.item_attributes)
+        items = sequences.extend_vocabulary(items, sorted(catalog.items))
         item_ids = {item: i for i, item in enumerate(items, start=1)}
 
     staging = outputs.staging_dir(config.output)
@@ -216,8 +216,9 @@ def run(config: PreprocessConfig) -> dict:
             dead_letters,
         )
         attribute_stats = None
-        if config.item_attributes:
+        if catalog is not None:
             attribute_stats = write_item_attributes(
+                catalog,
                 config.item_attributes,
                 items,
                 os.path.join(staging, schema.ITEM_ATTRIBUTES_FILE),
@@ -351,31 +352,18 @@ def write_time_examples(
     return _write_users(directory, users, timed, examples_of)
 
 
-def read_item_attributes(path: str) -> tuple[dict[str, list], int]:
-    """({raw item id: [attribute, ...]}, unreadable lines) of an items file
-    in any layout `genni.pipeline.preprocess.catalog` reads (S3-Rec
-    `item2attributes.json`, Amazon or Yelp metadata, MovieLens `movies.csv`,
-    a RecBole `.item` file, a CSV with a header, JSON lines)."""
-    from genni.pipeline.preprocess.catalog import read_catalog
-
-    catalog = read_catalog(path)
-    return catalog.items, len(catalog.malformed)
-
-
 ITEMS_DEAD_LETTER = "items-00000-of-00001.jsonl"
 
 
 def write_item_attributes(
-    source: str, items: list[str], path: str, with_events: int | None = None
+    catalog, source: str, items: list[str], path: str, with_events: int | None = None
 ) -> dict:
-    """Write `source`'s attributes re-keyed to item ids, and its unreadable
-    lines to the dataset's dead letters (`dead_letter/items-*.jsonl`);
-    returns their stats: the attributes, and how the items file and the
-    vocabulary meet (`sequences.attribute_stats`); `with_events`: the items
-    of `items` that came from the log (the file's own come after them)."""
-    from genni.pipeline.preprocess.catalog import read_catalog
-
-    catalog = read_catalog(source)
+    """Write the attributes of `catalog` (`catalog.read_catalog(source)`)
+    re-keyed to item ids, and its unreadable lines to the dataset's dead
+    letters (`dead_letter/items-*.jsonl`); returns their stats: the
+    attributes, and how the items file and the vocabulary meet
+    (`sequences.attribute_stats`); `with_events`: the items of `items` that
+    came from the log (the file's own come after them)."""
     rekeyed = sequences.rekey_attributes(catalog.items, items)
     outputs.write_json(path, rekeyed)
     if catalog.malformed:

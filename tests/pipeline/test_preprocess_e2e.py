@@ -10,6 +10,7 @@ import tensorflow as tf
 from genni.components import schema
 from genni.pipeline.cli import main as cli
 from genni.pipeline.preprocess import inmemory, outputs, synthetic
+from genni.pipeline.preprocess.catalog import read_catalog
 from genni.pipeline.preprocess.config import PreprocessConfig
 from tests.conftest import review
 
@@ -313,11 +314,12 @@ def test_item_attributes_from_amazon_and_yelp_metadata(tmp_path, write_log):
         + json.dumps({"business_id": "b2", "categories": None})
         + "\n"
     )
-    assert inmemory.read_item_attributes(str(yelp)) == (
+    catalog = read_catalog(str(yelp))
+    assert (catalog.items, len(catalog.malformed)) == (
         {"b1": ["category:Pizza", "category:Restaurants"], "b2": []},
         0,
     )
     empty = tmp_path / "empty.json"
     empty.write_text("[1, 2]\n")
     with pytest.raises(ValueError, match="neither an S3-Rec"):
-        inmemory.read_item_attributes(str(empty))
+        read_catalog(str(empty))
