@@ -247,6 +247,10 @@ class Dataset:
                 sorted(held_out_items(items, hold_out["share"], hold_out["seed"])),
                 dtype=np.int64,
             )
+        return self.untrained_items()
+
+    def untrained_items(self) -> np.ndarray:
+        """The ids of the items no training sequence holds."""
         return np.flatnonzero(self.item_counts()[1:] == 0) + 1
 
     def item_features(self):
@@ -264,8 +268,7 @@ class Dataset:
             )
         with open(path, encoding="utf-8") as f:
             attributes = json.load(f)
-        counts = self.item_counts()
-        untrained = {int(i) for i in np.flatnonzero(counts[1:] == 0) + 1}
+        untrained = set(self.untrained_items().tolist())
         return item_features(attributes, self.num_items, untrained)
 
     def stats(self) -> dict:

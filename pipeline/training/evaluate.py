@@ -51,7 +51,8 @@ class Evaluator:
 
     `candidates`: the ranking rule of `genni.components.metrics` ("new" or "all").
     After a call, `users` and `repeat_targets` (users whose target repeats an
-    item of their history) describe the split.
+    item of their history) describe the split, and with `by_target`, so does
+    `by_target`: its cases whose target was never trained on, apart.
     """
 
     def __init__(
@@ -60,17 +61,22 @@ class Evaluator:
         split: str,
         pack: bool = False,
         candidates: str = "new",
+        by_target: bool = False,
     ):
-        """`pack`: run the encoder on packed batches (the same scores)."""
+        """`pack`: run the encoder on packed batches (the same scores);
+        `by_target`: rank the cases whose target was never trained on among
+        those items too (the test split's report; not each epoch's
+        validation)."""
         self.split = split
         self.pack = pack
         self.candidates = candidates
         self.users = 0
         self.repeat_targets = 0
         self.by_target: dict = {}
-        # Items never trained on (`Dataset.cold_items`): their test cases are
+        # Items never trained on (`Dataset.cold_items`): their cases are
         # reported apart.
-        self._cold = dataset.cold_items()
+        self._cold = dataset.cold_items() if by_target else np.zeros(0, np.int64)
+        self._rows = dataset.num_items + 1
         max_len = dataset.max_len
         self._batches = dataset.batches(split, EVAL_BATCH_SIZE)
         if pack:  # Packed once, then cached.
@@ -88,7 +94,7 @@ class Evaluator:
             place = tf.scatter_nd(
                 cold[:, None],
                 tf.range(1, tf.size(cold, tf.int64) + 1),
-                [tf.cast(tf.shape(model.item_embeddings)[0], tf.int64)],
+                [self._rows],
             )
 
             @tf.function(reduce_retracing=True)
@@ -127,8 +133,11 @@ class Evaluator:
         for features in self._batches:
             ranks, among_cold, batch_repeats = self._ranks(features)
             ranks, among_cold = ranks.numpy(), among_cold.numpy()
-            is_cold = np.isin(features[schema.TARGET].numpy(), cold_ids)
             groups["all"].update(ranks)
+            repeats += int(batch_repeats)
+            if not cold_ids:  # Nothing to report apart.
+                continue
+            is_cold = np.isin(features[schema.TARGET].numpy(), cold_ids)
             for name, rows, of in (
                 ("cold", is_cold, ranks),
                 ("warm", ~is_cold, ranks),
@@ -136,7 +145,6 @@ class Evaluator:
             ):
                 if rows.any():
                     groups[name].update(of[rows])
-            repeats += int(batch_repeats)
         self.users, self.repeat_targets = groups["all"].count, repeats
         self.by_target = {}
         if groups["cold"].count:  # Some target was never trained on.
@@ -181,7 +189,9 @@ def evaluate(
     config = read_config(run_dir, data_dir)
     dataset = Dataset.open(config.data)
     model = load_run(run_dir, data_dir, dataset)
-    evaluator = Evaluator(dataset, split, config.pack, candidates or config.candidates)
+    evaluator = Evaluator(
+        dataset, split, config.pack, candidates or config.candidates, by_target=True
+    )
     metrics = evaluator(model)
     summary = evaluator.repeat_summary()
     if evaluator.by_target:

@@ -414,7 +414,9 @@ def _train(
     if valid is None:  # A refit: nothing held out to measure.
         result = _finish(config, state, {}, {})
     else:
-        test = Evaluator(dataset, schema.TEST, config.pack, config.candidates)
+        test = Evaluator(
+            dataset, schema.TEST, config.pack, config.candidates, by_target=True
+        )
         result = _finish(config, state, valid(model), test(model))
         result["repeats"] = {
             schema.VALID: valid.repeat_summary(),
