@@ -251,28 +251,20 @@ def training_cost(run_dir: str, refit: str | None, trained: set) -> tuple:
     epochs (None: no refit). A run an earlier step trained costs 0."""
     from genni.pipeline.training import rundir
 
-    seconds, epochs_run, chosen = 0.0, {}, None
-    for path in (run_dir, refit):
-        if path is None or (path in trained and path != run_dir):
-            epochs_run[path] = 0
+    seconds, epochs = 0.0, {"trained": 0, "chosen": None, "refit": None}
+    for path, part in ((run_dir, "trained"), (refit, "refit")):
+        if path is None:
             continue
         metrics = rundir.read_json(os.path.join(path, rundir.METRICS_FILE))
         if path == run_dir:
-            chosen = metrics.get("best_epoch")
-        if path in trained:
-            epochs_run[path] = 0
-            continue
-        epochs_run[path] = metrics["epochs_run"]
-        seconds += round(
-            sum(
-                r["train_seconds"] + r.get("eval_seconds", 0.0)
-                for r in metrics["history"]
-            ),
-            1,
-        )
-    epochs = {
-        "trained": epochs_run[run_dir],
-        "chosen": chosen,
-        "refit": None if refit is None else epochs_run[refit],
-    }
+            epochs["chosen"] = metrics.get("best_epoch")
+        epochs[part] = 0 if path in trained else metrics["epochs_run"]
+        if path not in trained:
+            seconds += round(
+                sum(
+                    r["train_seconds"] + r.get("eval_seconds", 0.0)
+                    for r in metrics["history"]
+                ),
+                1,
+            )
     return seconds, epochs

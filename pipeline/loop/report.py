@@ -91,7 +91,7 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     if shared:
         lines += ["", "Runs trained once for two loops:", "", *shared]
     arrived = sum(r.get("new_items", 0) for r in rows)
-    later = rows[1:]  # Step 1 trains both loops from scratch.
+    later = rows[1:]  # Step 1: the same run for both loops (nothing serves).
     spent = {
         v: sum(r.get(f"{v}_train_seconds", 0.0) for r in later)
         for v in ("warm", "scratch")
