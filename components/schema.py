@@ -88,6 +88,17 @@ def feature_spec(max_len: int, split: str = TRAIN) -> dict[str, Any]:
     return spec
 
 
+def read_stats(data_dir: str) -> dict:
+    """`stats.json` of a `genni preprocess` output (a clear error if not)."""
+    path = os.path.join(data_dir, STATS_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{path} not found: is {data_dir!r} the output of `genni preprocess`?"
+        )
+    with open(path) as f:
+        return json.load(f)
+
+
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
     """What a later stage needs to know about a preprocessed dataset."""
@@ -110,13 +121,7 @@ class DatasetInfo:
 
     @classmethod
     def load(cls, data_dir: str) -> DatasetInfo:
-        path = os.path.join(data_dir, STATS_FILE)
-        if not os.path.exists(path):
-            raise FileNotFoundError(
-                f"{path} not found: is {data_dir!r} the output of `genni preprocess`?"
-            )
-        with open(path) as f:
-            stats = json.load(f)
+        stats = read_stats(data_dir)
         return cls(
             data_dir=data_dir,
             num_users=int(stats["users"]),

@@ -1,10 +1,19 @@
-"""What several commands share: settings from their flags, and the line
-about dead letters."""
+"""What several commands share: flags from settings fields, settings from
+their flags, and the line about dead letters."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+
+
+def add_field_flags(parser: argparse.ArgumentParser, defaults, flags: dict) -> None:
+    """One flag per field of the settings `defaults` named in `flags`
+    (`--field-name`), its type and default the field's, `flags[name]` its help."""
+    for name, help_line in flags.items():
+        default = getattr(defaults, name)
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=type(default), default=default, help=help_line)
 
 
 def from_args(cls, args: argparse.Namespace, names=None):

@@ -13,7 +13,7 @@ import os
 import time
 
 from genni.components import schema
-from genni.pipeline.cli.common import from_args, say_dead_letters
+from genni.pipeline.cli.common import add_field_flags, from_args, say_dead_letters
 from genni.pipeline.preprocess import formats, sequences, synthetic
 from genni.pipeline.preprocess.config import DEFAULT_MAX_KCORE_ROUNDS, PreprocessConfig
 from genni.pipeline.preprocess.summary import format_stats
@@ -119,19 +119,20 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
         "vocabulary only grows, so a model trained on DATA can be warm-started "
         "on this output (`genni train --warm-start`).",
     )
-    parser.add_argument(
-        "--hold-out-items",
-        type=float,
-        default=0.0,
-        metavar="SHARE",
-        help="Hold this share of the items out of training and validation (a "
-        "benchmark of items never trained on: they stay in the vocabulary, test "
-        "targets only; leave-one-out; drawn with --hold-out-seed, default 0).",
-    )
-    parser.add_argument("--hold-out-seed", type=int, default=0, help=argparse.SUPPRESS)
+    add_field_flags(parser, PreprocessConfig("", ""), HOLD_OUT_FLAGS)
     parser.add_argument(
         "--overwrite", action="store_true", help="Replace a non-empty --output."
     )
+
+
+# The cold-start benchmark's flags: PreprocessConfig's fields (type and
+# default from the field).
+HOLD_OUT_FLAGS = {
+    "hold_out_items": "Hold this share of the items out of training and "
+    "validation: a benchmark of items never trained on, which stay in the "
+    "vocabulary as test targets only (leave-one-out; default %(default)s).",
+    "hold_out_seed": "The seed of --hold-out-items' draw (default %(default)s).",
+}
 
 
 def preprocess_config_from_args(args: argparse.Namespace) -> PreprocessConfig:
@@ -160,10 +161,7 @@ def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output", required=True, help="File to write (.json or .json.gz)."
     )
-    for name, help_line in SYNTH_FLAGS.items():
-        default = getattr(defaults, name)
-        flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, type=type(default), default=default, help=help_line)
+    add_field_flags(parser, defaults, SYNTH_FLAGS)
     parser.add_argument(
         "--shuffle-buffer",
         type=int,
@@ -210,12 +208,7 @@ def _synth(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _stats(args: argparse.Namespace, extra: list[str]) -> int:
-    path = os.path.join(args.data, schema.STATS_FILE)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found: run `genni preprocess` first.")
-    from genni.pipeline.preprocess import outputs
-
-    stats = outputs.read_json(path)
+    stats = schema.read_stats(args.data)
     print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
     return 0
 
