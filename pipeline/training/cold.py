@@ -22,7 +22,6 @@ dataset of `genni preprocess --hold-out-items` with `--item-attributes`:
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -39,13 +38,11 @@ def content_baseline(
     """HR@k, NDCG@k and MRR (%) of the content baseline among the cold items
     on `split`'s cases whose target is one, with their count under "cases";
     None without attributes or cold targets."""
-    path = os.path.join(dataset.path, schema.ITEM_ATTRIBUTES_FILE)
+    attributes = dataset.item_attributes()
     counts = dataset.item_counts()
     cold = dataset.cold_items()
-    if not os.path.exists(path) or not cold.size:
+    if attributes is None or not cold.size:
         return None
-    with open(path, encoding="utf-8") as f:
-        attributes = json.load(f)
     index: dict[str, int] = {}
     item_attributes: list[list[int]] = [[] for _ in range(dataset.num_items + 1)]
     for item in range(1, dataset.num_items + 1):

@@ -253,21 +253,29 @@ class Dataset:
         """The ids of the items no training sequence holds."""
         return np.flatnonzero(self.item_counts()[1:] == 0) + 1
 
-    def item_features(self):
-        """The items' attributes (`genni.models.item_tower.ItemFeatures`) from
-        `item_attributes.json` (`genni preprocess --item-attributes`); an item
-        no training sequence holds has no trained ID row."""
-        from genni.models.item_tower import item_features
-
+    def item_attributes(self) -> dict | None:
+        """{item id (1-based, a string): [attribute, ...]} of
+        `item_attributes.json` (`genni preprocess --item-attributes`), or None
+        without one."""
         path = os.path.join(self.path, schema.ITEM_ATTRIBUTES_FILE)
         if not os.path.exists(path):
+            return None
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def item_features(self):
+        """The items' attributes (`genni.models.item_tower.ItemFeatures`) from
+        `item_attributes`; an item no training sequence holds has no trained
+        ID row."""
+        from genni.models.item_tower import item_features
+
+        attributes = self.item_attributes()
+        if attributes is None:
             raise FileNotFoundError(
                 f"--item-tower reads the items' attributes, and {self.path!r} has "
                 f"none ({schema.ITEM_ATTRIBUTES_FILE}): preprocess with "
                 "--item-attributes."
             )
-        with open(path, encoding="utf-8") as f:
-            attributes = json.load(f)
         untrained = set(self.untrained_items().tolist())
         return item_features(attributes, self.num_items, untrained)
 
