@@ -29,7 +29,7 @@ from _common import RECORD, RESULTS, SHARED_DATA, machine, write_results
 
 from genni.components import schema
 from genni.pipeline.training import rundir, train
-from genni.pipeline.training.config import TrainConfig
+from genni.pipeline.training.config import TrainConfig, settings_with_preset
 
 DATA = {
     "beauty": ("Beauty.txt", "Beauty_item2attributes.json"),
@@ -65,9 +65,9 @@ def run(data: str, output: str, seed: int, variant: str, epochs: int) -> dict:
     path = os.path.join(output, rundir.METRICS_FILE)
     if os.path.exists(path):
         return rundir.read_json(path)
-    config = TrainConfig.of(
-        data=data, output=output, seed=seed, epochs=epochs, **VARIANTS[variant]
-    )
+    # `genni train`'s defaults: the recommended preset under the variant.
+    values = dict(data=data, output=output, seed=seed, epochs=epochs)
+    config = TrainConfig.of(**settings_with_preset(values | VARIANTS[variant]))
     print(f"training {output}", flush=True)
     return train.train(config, resume=rundir.started(output), verbose=0)
 

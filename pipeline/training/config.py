@@ -341,6 +341,14 @@ class PretrainConfig(Settings):
     model: ModelConfig = nested(ModelConfig)
     seed: int = setting(0, "Seed of every random stream of the run.")
 
+    def validate(self) -> None:
+        if self.model.item_tower:
+            raise ValueError(
+                "--item-tower is a setting of `genni train`: pre-training "
+                "learns the encoder and the ID rows; a run with --item-tower "
+                "--init-from it starts its attribute rows afresh."
+            )
+
     def encoder(self, info) -> EncoderConfig:
         """The encoder being pre-trained, on the dataset `info` describes."""
         return self.model.for_dataset(info, self.seed)

@@ -18,6 +18,7 @@ A pre-training directory holds:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -311,7 +312,11 @@ def initialize(encoder: SequenceEncoder, config: TrainConfig) -> list[str]:
     pretrained = read_config(config.init_from)
     # Only the settings that shape the weights must agree (`WEIGHT_FIELDS`).
     info = schema.DatasetInfo(config.data, 0, encoder.num_items, encoder.max_len)
-    different = pretrained.encoder(info).weight_differences(config.encoder(info))
+    # A pre-training knows items by their IDs: a run with an item tower takes
+    # its encoder and starts the tower's attribute rows afresh.
+    fitted = dataclasses.replace(pretrained.encoder(info), item_tower=False)
+    wanted = dataclasses.replace(config.encoder(info), item_tower=False)
+    different = fitted.weight_differences(wanted)
     if different:
         raise ValueError(
             f"--init-from {config.init_from!r} was pre-trained with other model "

@@ -107,6 +107,21 @@ def test_init_from_loads_exactly_the_pretrained_encoder(dataset, tmp_path):
     for name, weight in s3rec.encoder_weights(model.encoder).items():
         np.testing.assert_array_equal(weight.numpy(), saved[name])
 
+    # A run with an item tower: the same encoder, its attribute rows afresh.
+    tower = TrainConfig.of(
+        data=data, output=str(tmp_path / "t"), init_from=pre, item_tower=True, **MODEL
+    )
+    model = train.build_model(tower, data_module.Dataset.open(data))
+    fresh = model.encoder.item_tower.attribute_embedding.embeddings.numpy().copy()
+    assert pretrain.initialize(model.encoder, tower) == loaded
+    weights = s3rec.encoder_weights(model.encoder)
+    for name in loaded:
+        np.testing.assert_array_equal(weights[name].numpy(), saved[name])
+    tower_rows = model.encoder.item_tower.attribute_embedding.embeddings
+    np.testing.assert_array_equal(tower_rows.numpy(), fresh)
+    with pytest.raises(ValueError, match="setting of `genni train`"):
+        PretrainConfig.of(data=data, output=pre, item_tower=True)
+
     wider = TrainConfig.of(
         data=data,
         output=str(tmp_path / "w"),
