@@ -184,6 +184,11 @@ class SASRecEncoder(tf.keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        # An `ItemTower` (`genni.models.item_tower`) the model's builder sets
+        # before the encoder is built: items known by their attributes too.
+        # An instance attribute, not a class one: Keras tracks (trains,
+        # checkpoints) a layer set on an attribute its class does not define.
+        self.item_tower = None
         for name, value in (
             ("num_items", num_items),
             ("max_len", max_len),
@@ -262,10 +267,6 @@ class SASRecEncoder(tf.keras.layers.Layer):
         if self.item_tower is not None:
             self.item_tower.build(None)
         super().build(input_shape)
-
-    # An `ItemTower` (`genni.models.item_tower`) set before the encoder is
-    # built, by the model's builder: items known by their attributes too.
-    item_tower = None
 
     @property
     def id_table(self) -> tf.Variable:

@@ -102,6 +102,14 @@ def test_a_run_scores_an_item_it_never_trained_on(tower_run, tower_export):
     trained = model.load_run(run)
     tower = trained.encoder.item_tower
     assert tower.id_rows.numpy()[cold] == 0.0
+    # Training moved the attribute rows, and the run's weights hold them:
+    # they are not the rows a fresh model of the same seed starts from.
+    fresh = model.build_model(model.read_config(run), dataset, setup=False)
+    moved = np.abs(
+        tower.attribute_embedding.embeddings.numpy()
+        - fresh.encoder.item_tower.attribute_embedding.embeddings.numpy()
+    )
+    assert moved[1:].max() > 1e-3
     table = trained.item_embeddings.numpy()
     np.testing.assert_allclose(
         table[cold], tower.attribute_vectors().numpy()[cold], atol=1e-6
