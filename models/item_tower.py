@@ -98,17 +98,36 @@ class ItemTower(tf.keras.layers.Layer):
         hidden_size: int,
         id_dropout: float = 0.0,
         seed: int | None = None,
+        attribute_loss: float = 0.0,
+        attribute_negatives: int = 256,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.attribute_loss = attribute_loss
+        self.attribute_negatives = attribute_negatives
         if not 0.0 <= id_dropout < 1.0:
             raise ValueError(f"`id_dropout` must be in [0, 1). Got {id_dropout}.")
         self.id_dropout = id_dropout
         self.names = features.names  # Attribute id a is names[a - 1].
         self.num_attributes = features.num_attributes
-        self.attributes = tf.Variable(
-            features.attributes, trainable=False, name="item_attributes"
+        # Each (item, attribute) pair, weighted 1 / the item's attributes: the
+        # mean as one sparse product, whose work and memory grow with the
+        # pairs, not with items x the most attributes of one item.
+        items, slots = np.nonzero(features.attributes)
+        counts = np.count_nonzero(features.attributes, axis=1)
+        self.pairs = tf.Variable(
+            np.stack([items, features.attributes[items, slots]], axis=1).astype(
+                np.int64
+            ),
+            trainable=False,
+            name="item_attribute_pairs",
         )
+        self.pair_weights = tf.Variable(
+            (1.0 / counts[items]).astype(np.float32),
+            trainable=False,
+            name="item_attribute_weights",
+        )
+        self.shape = (len(features.attributes), features.num_attributes + 1)
         self.id_rows = tf.Variable(features.id_rows, trainable=False, name="id_rows")
         self.attribute_embedding = tf.keras.layers.Embedding(
             features.num_attributes + 1,
@@ -128,9 +147,10 @@ class ItemTower(tf.keras.layers.Layer):
         """[num_items + 1, d]: the mean of each item's attribute rows (0 for
         an item with none)."""
         table = self.attribute_embedding.embeddings
-        present = tf.cast(self.attributes > 0, table.dtype)[..., None]  # (V+1, M, 1)
-        total = tf.reduce_sum(tf.gather(table, self.attributes) * present, axis=1)
-        return total / tf.maximum(tf.reduce_sum(present, axis=1), 1.0)
+        mean = tf.SparseTensor(
+            self.pairs, tf.cast(self.pair_weights, table.dtype), self.shape
+        )
+        return tf.sparse.sparse_dense_matmul(mean, table)
 
     def call(self, id_table: tf.Tensor, training: bool = False) -> tf.Tensor:
         """[num_items + 1, d]: each item's ID row (where it has one, and a
@@ -147,3 +167,23 @@ class ItemTower(tf.keras.layers.Layer):
                 noise = self.generator.uniform(shape, dtype=keep.dtype)
             keep = keep * tf.cast(noise >= self.id_dropout, keep.dtype)
         return id_table * tf.cast(keep, id_table.dtype) + self.attribute_vectors()
+
+    def attribute_ranking_loss(
+        self, queries: tf.Tensor, positives: tf.Tensor
+    ) -> tf.Tensor:
+        """[N]: each query's softmax loss of its target's attribute vector
+        among `attribute_negatives` items drawn uniformly from the catalog
+        (shared by the batch; a draw of the target itself is left out), so
+        that the attributes alone rank an item as an item without an ID row
+        is ranked."""
+        vectors = self.attribute_vectors()
+        rows = tf.shape(vectors, out_type=tf.int64)[0]
+        draw = self.generator.uniform(
+            [self.attribute_negatives], minval=1, maxval=rows, dtype=tf.int64
+        )
+        positive = tf.reduce_sum(queries * tf.gather(vectors, positives), axis=-1)
+        negative = tf.matmul(queries, tf.gather(vectors, draw), transpose_b=True)
+        hit = tf.equal(positives[:, None], draw[None, :])
+        negative = tf.where(hit, tf.cast(-1e9, negative.dtype), negative)
+        logits = tf.concat([positive[:, None], negative], axis=1)
+        return tf.reduce_logsumexp(logits, axis=1) - positive
