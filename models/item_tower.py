@@ -98,13 +98,9 @@ class ItemTower(tf.keras.layers.Layer):
         hidden_size: int,
         id_dropout: float = 0.0,
         seed: int | None = None,
-        attribute_loss: float = 0.0,
-        attribute_negatives: int = 256,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.attribute_loss = attribute_loss
-        self.attribute_negatives = attribute_negatives
         if not 0.0 <= id_dropout < 1.0:
             raise ValueError(f"`id_dropout` must be in [0, 1). Got {id_dropout}.")
         self.id_dropout = id_dropout
@@ -167,23 +163,3 @@ class ItemTower(tf.keras.layers.Layer):
                 noise = self.generator.uniform(shape, dtype=keep.dtype)
             keep = keep * tf.cast(noise >= self.id_dropout, keep.dtype)
         return id_table * tf.cast(keep, id_table.dtype) + self.attribute_vectors()
-
-    def attribute_ranking_loss(
-        self, queries: tf.Tensor, positives: tf.Tensor
-    ) -> tf.Tensor:
-        """[N]: each query's softmax loss of its target's attribute vector
-        among `attribute_negatives` items drawn uniformly from the catalog
-        (shared by the batch; a draw of the target itself is left out), so
-        that the attributes alone rank an item as an item without an ID row
-        is ranked."""
-        vectors = self.attribute_vectors()
-        rows = tf.shape(vectors, out_type=tf.int64)[0]
-        draw = self.generator.uniform(
-            [self.attribute_negatives], minval=1, maxval=rows, dtype=tf.int64
-        )
-        positive = tf.reduce_sum(queries * tf.gather(vectors, positives), axis=-1)
-        negative = tf.matmul(queries, tf.gather(vectors, draw), transpose_b=True)
-        hit = tf.equal(positives[:, None], draw[None, :])
-        negative = tf.where(hit, tf.cast(-1e9, negative.dtype), negative)
-        logits = tf.concat([positive[:, None], negative], axis=1)
-        return tf.reduce_logsumexp(logits, axis=1) - positive
