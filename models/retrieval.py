@@ -69,24 +69,38 @@ class SequentialRetrievalModel(tfrs.Model):
     def item_embeddings(self) -> tf.Variable:
         return self.encoder.item_embeddings
 
-    def query_embeddings(self, input_ids: tf.Tensor) -> tf.Tensor:
-        """[B, T] ids -> [B, d] h at the last position (inference mode)."""
-        return self.encoder(input_ids, training=False)[:, -1, :]
+    def query_embeddings(
+        self, input_ids: tf.Tensor, item_table: tf.Tensor | None = None
+    ) -> tf.Tensor:
+        """[B, T] ids -> [B, d] h at the last position (inference mode).
+
+        `item_table`: the item vectors (`item_embeddings`) when the caller
+        holds them already: an item tower then does not compute them again.
+        """
+        return self.encoder(
+            input_ids, training=False, item_vectors=_lookup(item_table, input_ids)
+        )[:, -1, :]
 
     def packed_call(self, packed: dict, batch_size: tf.Tensor) -> tf.Tensor:
         """`call` of the unpacked batch, from its packed form."""
         return self._score_all(self.packed_query_embeddings(packed, batch_size))
 
-    def packed_query_embeddings(self, packed: dict, batch_size: tf.Tensor) -> tf.Tensor:
+    def packed_query_embeddings(
+        self,
+        packed: dict,
+        batch_size: tf.Tensor,
+        item_table: tf.Tensor | None = None,
+    ) -> tf.Tensor:
         """[batch_size, d] h at each example's last item, from a packed batch.
 
         `packed` as `genni.components.packing.pack_inputs` makes it; equal to
         `query_embeddings` of the unpacked batch (an example with no items
-        gets zeros).
+        gets zeros). `item_table` as in `query_embeddings`.
         """
         outputs = self.encoder(
             packed[schema.INPUT_IDS],
             training=False,
+            item_vectors=_lookup(item_table, packed[schema.INPUT_IDS]),
             positions=packed[packing.POSITIONS],
             segments=packed[packing.SEGMENTS],
         )
@@ -179,6 +193,13 @@ class SequentialRetrievalModel(tfrs.Model):
                 self.curriculum(self._alpha, _global_mean(loss))
             self.alpha_metric.update_state(self._alpha)
         return loss
+
+
+def _lookup(item_table: tf.Tensor | None, ids: tf.Tensor) -> tf.Tensor | None:
+    """The rows of `ids` in `item_table` (None without a table)."""
+    if item_table is None:
+        return None
+    return tf.gather(item_table, tf.cast(ids, tf.int64))
 
 
 def _user_items(features: dict, at_target: tf.Tensor) -> tf.RaggedTensor:

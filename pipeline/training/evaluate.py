@@ -98,16 +98,15 @@ class Evaluator:
             )
 
             @tf.function(reduce_retracing=True)
-            def ranks(features):
+            def ranks(features, table):
                 if self.pack:
                     queries = model.packed_query_embeddings(
-                        features, tf.shape(features[schema.TARGET])[0]
+                        features, tf.shape(features[schema.TARGET])[0], table
                     )
                 else:
-                    queries = model.query_embeddings(features[schema.INPUT_IDS])
+                    queries = model.query_embeddings(features[schema.INPUT_IDS], table)
                 target, history = features[schema.TARGET], features[schema.HISTORY]
                 repeats = tf.reduce_sum(tf.cast(in_history(target, history), tf.int64))
-                table = model.item_embeddings
                 ranked = chunked_target_ranks(
                     queries, table, target, history, self.candidates, chunk_size
                 )
@@ -130,8 +129,11 @@ class Evaluator:
         groups = {name: RankingAccumulator() for name in ("all", *COLD_GROUPS)}
         repeats = 0
         cold_ids = self._cold.tolist()
+        # The item vectors once per evaluation (an item tower computes them),
+        # read by every batch's queries and candidates.
+        table = tf.convert_to_tensor(model.item_embeddings)
         for features in self._batches:
-            ranks, among_cold, batch_repeats = self._ranks(features)
+            ranks, among_cold, batch_repeats = self._ranks(features, table)
             ranks, among_cold = ranks.numpy(), among_cold.numpy()
             groups["all"].update(ranks)
             repeats += int(batch_repeats)
