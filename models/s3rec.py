@@ -283,8 +283,12 @@ def save_encoder_weights(encoder: SequenceEncoder, path: str) -> None:
     tf.io.gfile.rename(f"{path}.tmp", path, overwrite=True)
 
 
-def load_encoder_weights(encoder: SequenceEncoder, path: str) -> list[str]:
+def load_encoder_weights(
+    encoder: SequenceEncoder, path: str, skip: str | None = None
+) -> list[str]:
     """Assign the weights saved by `save_encoder_weights`; returns their names.
+    `skip`: the prefix of the encoder's weights the file need not hold (they
+    are left as they are).
 
     Raises ValueError, naming them, when a weight is missing from the file,
     the file holds a weight the encoder lacks, or a shape differs.
@@ -296,6 +300,8 @@ def load_encoder_weights(encoder: SequenceEncoder, path: str) -> list[str]:
     with np.load(io.BytesIO(content)) as saved:
         values = {name: saved[name] for name in saved.files}
     weights = encoder_weights(encoder)
+    if skip:
+        weights = {n: w for n, w in weights.items() if not n.startswith(skip)}
     missing = sorted(set(weights) - set(values))
     extra = sorted(set(values) - set(weights))
     shapes = sorted(

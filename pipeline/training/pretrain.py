@@ -43,6 +43,9 @@ from genni.pipeline.training.config import (
 CONFIG_FILE = rundir.CONFIG_FILE
 STATE_FILE = rundir.STATE_FILE
 ENCODER_FILE = "encoder.npz"
+# The item tower's weights (`genni.models.item_tower`): no pre-training holds
+# them, a run with a tower starts them afresh.
+TOWER_PREFIX = "item_tower/"
 CHECKPOINT_DIR = "checkpoints"
 
 
@@ -323,5 +326,5 @@ def initialize(encoder: SequenceEncoder, config: TrainConfig) -> list[str]:
             f"settings (pre-training vs this run): {', '.join(different)}."
         )
     return s3rec.load_encoder_weights(
-        encoder, os.path.join(config.init_from, ENCODER_FILE)
+        encoder, os.path.join(config.init_from, ENCODER_FILE), skip=TOWER_PREFIX
     )

@@ -119,6 +119,9 @@ def test_init_from_loads_exactly_the_pretrained_encoder(dataset, tmp_path):
         np.testing.assert_array_equal(weights[name].numpy(), saved[name])
     tower_rows = model.encoder.item_tower.attribute_embedding.embeddings
     np.testing.assert_array_equal(tower_rows.numpy(), fresh)
+    assert set(weights) - set(loaded) == {
+        pretrain.TOWER_PREFIX + "attributes/embeddings"
+    }
     with pytest.raises(ValueError, match="setting of `genni train`"):
         PretrainConfig.of(data=data, output=pre, item_tower=True)
 
