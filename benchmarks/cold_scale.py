@@ -16,21 +16,28 @@ import argparse
 import sys
 
 import numpy as np
+import tensorflow as tf
 from _common import machine, write_results
 
-from genni.components import schema
 from genni.pipeline.training.data import Dataset
+from genni.pipeline.training.evaluate import Evaluator
 from genni.pipeline.training.model import load_run, read_config
 
 
-def hits(scores: np.ndarray, targets: np.ndarray, histories: list) -> np.ndarray:
-    """Whether each target ranks in the top 10 (history and padding left out,
-    ties counted against it as the Evaluator's strict rank does)."""
-    scores[:, 0] = -np.inf
-    for row, history in enumerate(histories):
-        scores[row, history] = -np.inf
-    target = scores[np.arange(len(targets)), targets]
-    return (scores > target[:, None]).sum(axis=1) < 10
+class Scaled:
+    """A model whose cold items' vectors are scaled by `scale`, as the
+    Evaluator reads a model (its item vectors and queries over them)."""
+
+    def __init__(self, model, cold: np.ndarray, scale: float):
+        self.model = model
+        table = model.item_embeddings
+        self.item_embeddings = tf.where(cold[:, None], table * scale, table)
+
+    def query_embeddings(self, input_ids, item_table=None):
+        return self.model.query_embeddings(input_ids, item_table)
+
+    def packed_query_embeddings(self, packed, batch_size, item_table=None):
+        return self.model.packed_query_embeddings(packed, batch_size, item_table)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -39,39 +46,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scales", nargs="+", type=float, default=[1, 1.2, 1.4])
     parser.add_argument("--name", default="cold_scale")
     args = parser.parse_args(argv)
-    dataset = Dataset.open(read_config(args.run).data)
+    config = read_config(args.run)
+    dataset = Dataset.open(config.data)
     model = load_run(args.run, None, dataset)
-    table = model.item_embeddings.numpy()
-    cold = np.zeros(len(table), bool)
+    cold = np.zeros(dataset.num_items + 1, bool)
     cold[dataset.cold_items()] = True
-    queries, targets, histories = [], [], []
-    for features in dataset.batches("test", 1024):
-        queries.append(model.query_embeddings(features[schema.INPUT_IDS]).numpy())
-        targets.append(features[schema.TARGET].numpy())
-        histories += features[schema.HISTORY].to_list()
-    queries, targets = np.concatenate(queries), np.concatenate(targets)
     rows = []
     for scale in args.scales:
-        scaled = np.where(cold[:, None], table * scale, table)
-        hit = np.concatenate(
-            [
-                hits(
-                    queries[s : s + 2048] @ scaled.T,
-                    targets[s : s + 2048],
-                    histories[s : s + 2048],
-                )
-                for s in range(0, len(queries), 2048)
-            ]
+        # The test report's ranking and its cold / warm cases (`by_target`).
+        evaluator = Evaluator(
+            dataset, "test", config.pack, config.candidates, by_target=True
         )
-        is_cold = cold[targets]
+        every = evaluator(Scaled(model, cold, scale))
+        by = evaluator.by_target
         rows.append(
             {
                 "scale": scale,
-                "cold HR@10": float(100 * hit[is_cold].mean())
-                if is_cold.any()
-                else None,
-                "warm HR@10": float(100 * hit[~is_cold].mean()),
-                "all HR@10": float(100 * hit.mean()),
+                "cold HR@10": by["cold"]["HR@10"] if by else None,
+                "warm HR@10": by["warm"]["HR@10"] if by else every["HR@10"],
+                "all HR@10": every["HR@10"],
             }
         )
         print(rows[-1], flush=True)
