@@ -2,21 +2,25 @@
 content baseline, on the cold-start split of Beauty and Toys.
 
 For each data set (S3-Rec sequences and their `item2attributes.json` in
-`../shared/data`), hold-out seed H and training seed S: `genni preprocess
+`../shared/data`, or ml-100k with the genres and year of its `.item` file),
+hold-out seed H and training seed S: `genni preprocess
 --hold-out-items SHARE --hold-out-seed H --item-attributes ...`, then the
 recommended preset trained twice the same way, without and with
 `--item-tower`, and the content baseline (`pipeline/training/cold.py`) on the
 same test cases. The table: HR@10 / NDCG@10 of the cases whose target was
 held out, ranked over every item (cold) and among the held-out items alone
-(cold among cold), of the others (warm) and of all.
+(cold among cold), of the others (warm) and of all. `--share 0` holds no
+item out: the warm comparison alone (ml-100k's, with `--pack --patience 200`
+as docs/encoders.md's small logs).
 
 Runs live in `--runs` (default `benchmarks/results/.cold_start_runs`, not
 committed): a finished run is read again, an unfinished one resumes, so the
 benchmark can be stopped and run again. Each finished run is added to the
 project's record (`benchmarks/results/runs.jsonl`).
 
-    python benchmarks/cold_start.py [--data beauty toys] [--hold-out-seeds 0 1] \\
-        [--seeds 0 1] [--variants default tower] [--epochs 200] [--name cold_start]
+    python benchmarks/cold_start.py [--data beauty toys ml100k] [--share 0.1] \\
+        [--hold-out-seeds 0 1] [--seeds 0 1] [--variants default tower] \\
+        [--epochs 200] [--patience N] [--pack] [--name cold_start]
 """
 
 from __future__ import annotations
@@ -34,18 +38,21 @@ from genni.pipeline.training.config import TrainConfig, settings_with_preset
 DATA = {
     "beauty": ("Beauty.txt", "Beauty_item2attributes.json"),
     "toys": ("Toys_and_Games.txt", "Toys_and_Games_item2attributes.json"),
+    # Genres and release year (RecBole's atomic files; real timestamps).
+    "ml100k": ("ml-100k.inter", "ml-100k.item"),
 }
 VARIANTS = {"default": {}, "tower": {"item_tower": True}}
 GROUPS = ("cold", "cold_among_cold", "warm")
 
 
 def dataset(name: str, share: float, seed: int, root: str) -> str:
-    """The cold-start split of `name`, preprocessed once (in memory)."""
+    """The cold-start split of `name` (`share` 0: every item trained on, the
+    warm comparison alone), preprocessed once (in memory)."""
     from genni.pipeline.preprocess import inmemory
     from genni.pipeline.preprocess.config import PreprocessConfig
 
     sequences, attributes = DATA[name]
-    out = os.path.join(root, "data", f"{name}_h{seed}")
+    out = os.path.join(root, "data", f"{name}_h{seed}" if share else f"{name}_all")
     if not os.path.exists(os.path.join(out, schema.STATS_FILE)):
         inmemory.run(
             PreprocessConfig(
@@ -60,13 +67,13 @@ def dataset(name: str, share: float, seed: int, root: str) -> str:
     return out
 
 
-def run(data: str, output: str, seed: int, variant: str, epochs: int) -> dict:
+def run(data: str, output: str, seed: int, variant: str, settings: dict) -> dict:
     """The run's metrics.json: read when finished, else trained (resumed)."""
     path = os.path.join(output, rundir.METRICS_FILE)
     if os.path.exists(path):
         return rundir.read_json(path)
     # `genni train`'s defaults: the recommended preset under the variant.
-    values = dict(data=data, output=output, seed=seed, epochs=epochs)
+    values = dict(data=data, output=output, seed=seed, **settings)
     config = TrainConfig.of(**settings_with_preset(values | VARIANTS[variant]))
     print(f"training {output}", flush=True)
     return train.train(config, resume=rundir.started(output), verbose=0)
@@ -75,6 +82,7 @@ def run(data: str, output: str, seed: int, variant: str, epochs: int) -> dict:
 def row(name: str, hold: int, seed: int, variant: str, metrics: dict) -> dict:
     by = metrics.get("test_by_target", {})
     out = dict(data=name, hold_out_seed=hold, seed=seed, model=variant)
+    out["valid NDCG@10"] = metrics.get("valid", {}).get("NDCG@10")
     for group in GROUPS:
         for metric in ("HR@10", "NDCG@10"):
             out[f"{group} {metric}"] = by.get(group, {}).get(metric)
@@ -88,20 +96,24 @@ def row(name: str, hold: int, seed: int, variant: str, metrics: dict) -> dict:
 def baseline_row(name: str, hold: int, metrics: dict) -> dict:
     content = metrics["test_by_target"].get("content_baseline", {})
     out = dict(data=name, hold_out_seed=hold, seed=None, model="content baseline")
+    every = content.get("every_item", {})
     for metric in ("HR@10", "NDCG@10"):
         out[f"cold_among_cold {metric}"] = content.get(metric)
+        out[f"cold {metric}"] = every.get(metric)
     out["cold cases"] = content.get("cases")
     return out
 
 
 def markdown(rows: list[dict], command: str) -> str:
-    cells = [f"{g} {m}" for g in (*GROUPS, "all") for m in ("HR@10", "NDCG@10")]
+    cells = ["valid NDCG@10"]
+    cells += [f"{g} {m}" for g in (*GROUPS, "all") for m in ("HR@10", "NDCG@10")]
     lines = [
         "# Items never trained on: the cold-start split",
         "",
         "Test HR@10 / NDCG@10 (%). cold: the target was held out, ranked over "
         "every item; cold among cold: among the held-out items alone; warm: the "
-        "other cases; all: every case.",
+        "other cases; all: every case. valid: validation NDCG@10 of the best "
+        "epoch (held-out items are in no validation case).",
         "",
         "| data | hold-out seed | seed | model | cases | best epoch | "
         + " | ".join(cells)
@@ -112,7 +124,7 @@ def markdown(rows: list[dict], command: str) -> str:
         values = ["" if r.get(c) is None else f"{r[c]:.2f}" for c in cells]
         head = [
             r["data"],
-            r["hold_out_seed"],
+            r["hold_out_seed"] if r.get("cold cases") else "",
             "" if r["seed"] is None else r["seed"],
             r["model"],
             r.get("cold cases") or "",
@@ -126,29 +138,47 @@ def markdown(rows: list[dict], command: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", nargs="+", default=["beauty", "toys"], choices=DATA)
-    parser.add_argument("--share", type=float, default=0.1)
+    parser.add_argument(
+        "--share",
+        type=float,
+        default=0.1,
+        help="the share of items held out (0: none, the warm comparison alone)",
+    )
     parser.add_argument("--hold-out-seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument(
         "--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS
     )
     parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument(
+        "--patience", type=int, help="as genni train's (default: its default)"
+    )
+    parser.add_argument(
+        "--pack", action="store_true", help="packed batches (genni train --pack)"
+    )
     parser.add_argument("--runs", default=str(RESULTS / ".cold_start_runs"))
     parser.add_argument("--name", default="cold_start")
     args = parser.parse_args(argv)
     from research import records
 
+    settings = dict(epochs=args.epochs, pack=args.pack)
+    if args.patience is not None:
+        settings["patience"] = args.patience
+    tag = ("_pack" if args.pack else "") + (
+        f"_p{args.patience}" if args.patience is not None else ""
+    )
     rows, finished = [], {}
     for name in args.data:
-        for hold in args.hold_out_seeds:
+        for hold in args.hold_out_seeds if args.share else [0]:
             data = dataset(name, args.share, hold, args.runs)
             baseline = None
             for seed in args.seeds:
                 for variant in args.variants:
+                    split = f"h{hold}_" if args.share else ""
                     output = os.path.join(
-                        args.runs, "runs", f"{name}_h{hold}_s{seed}_{variant}"
+                        args.runs, "runs", f"{name}_{split}s{seed}_{variant}{tag}"
                     )
-                    metrics = run(data, output, seed, variant, args.epochs)
+                    metrics = run(data, output, seed, variant, settings)
                     finished[output] = metrics
                     rows.append(row(name, hold, seed, variant, metrics))
                     baseline = baseline or metrics

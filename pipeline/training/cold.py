@@ -16,6 +16,11 @@ dataset of `genni preprocess --hold-out-items` with `--item-attributes`:
   last two, held-out items left out);
 - rank: among the cold items; ties count against the target.
 
+The same scores also rank each target over every item, trained or not
+(`every_item`): the reference for a model's cold cases over the whole catalog,
+where a cold item competes with items whose ID rows know more than their
+attributes say (the shared tool ranks among the cold items only).
+
 `genni train` reports it beside the model's own cold cases
 (`metrics.json`: `test_by_target.content_baseline`).
 """
@@ -36,8 +41,9 @@ def content_baseline(
     dataset, split: str = schema.TEST, batch: int = 256
 ) -> dict | None:
     """HR@k, NDCG@k and MRR (%) of the content baseline among the cold items
-    on `split`'s cases whose target is one, with their count under "cases";
-    None without attributes or cold targets."""
+    on `split`'s cases whose target is one, with their count under "cases"
+    and the same metrics over every item under "every_item"; None without
+    attributes or cold targets."""
     attributes = dataset.item_attributes()
     counts = dataset.item_counts()
     cold = dataset.cold_items()
@@ -54,11 +60,9 @@ def content_baseline(
     for item, row in enumerate(item_attributes):
         np.add.at(holds[item], row, 1.0)
     popularity = _event_counts(dataset, cold, counts) @ holds  # [attributes]
-    cold_holds = holds[cold]  # [C, attributes]
-    tie_break = TIE_BREAK * (cold_holds @ popularity)  # [C]
-    place = np.zeros(dataset.num_items + 1, dtype=np.int64)
-    place[cold] = np.arange(len(cold))
-    accumulator = RankingAccumulator()
+    tie_break = TIE_BREAK * (holds @ popularity)  # [items + 1]
+    tie_break[0] = -np.inf  # Padding: never ranked.
+    accumulator, every_item = RankingAccumulator(), RankingAccumulator()
     for features in dataset.batches(split, batch):
         targets = features[schema.TARGET].numpy()
         rows = np.flatnonzero(np.isin(targets, cold))
@@ -67,14 +71,26 @@ def content_baseline(
         histories = features[schema.HISTORY].to_list()
         seen = np.stack([holds[histories[r]].sum(axis=0) for r in rows])
         total = np.maximum(seen.sum(axis=1, keepdims=True), 1.0)
-        scores = (seen / total) @ cold_holds.T + tie_break  # [B, C]
-        mine = place[targets[rows]]
-        target_scores = scores[np.arange(len(rows)), mine]
-        ranks = (scores >= target_scores[:, None]).sum(axis=1) - 1  # Not itself.
-        accumulator.update(ranks)
+        scores = (seen / total) @ holds.T + tie_break  # [B, items + 1]
+        target_scores = scores[np.arange(len(rows)), targets[rows]][:, None]
+        above = scores >= target_scores
+        accumulator.update(above[:, cold].sum(axis=1) - 1)  # Not itself.
+        every_item.update(above.sum(axis=1) - 1)
     if not accumulator.count:
         return None
-    return accumulator.result() | {"cases": accumulator.count}
+    return accumulator.result() | {
+        "cases": accumulator.count,
+        "every_item": every_item.result(),
+    }
+
+
+def by_target_with_baseline(by_target: dict, dataset, split: str) -> dict:
+    """`Evaluator.by_target` with the content baseline of the same cases
+    under "content_baseline" (where the dataset has attributes)."""
+    baseline = content_baseline(dataset, split)
+    if baseline is None:
+        return dict(by_target)
+    return dict(by_target) | {"content_baseline": baseline}
 
 
 def _event_counts(dataset, cold: np.ndarray, counts: np.ndarray) -> np.ndarray:

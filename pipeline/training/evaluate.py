@@ -185,8 +185,8 @@ def evaluate(
 
     `candidates`: the ranking rule (default: the run's). Returns the metrics
     and the split's repeated targets (`Evaluator.repeat_summary`), with its
-    cases by target (`Evaluator.by_target`) when some target was never
-    trained on.
+    cases by target (`Evaluator.by_target`, and the content baseline of its
+    cold cases) when some target was never trained on.
     """
     config = read_config(run_dir, data_dir)
     dataset = Dataset.open(config.data)
@@ -197,5 +197,9 @@ def evaluate(
     metrics = evaluator(model)
     summary = evaluator.repeat_summary()
     if evaluator.by_target:
-        summary["by_target"] = evaluator.by_target
+        from genni.pipeline.training.cold import by_target_with_baseline
+
+        summary["by_target"] = by_target_with_baseline(
+            evaluator.by_target, dataset, split
+        )
     return metrics, summary

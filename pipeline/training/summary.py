@@ -79,7 +79,14 @@ def format_by_target(split: str, by_target: dict) -> str:
     if content:
         line += (
             f" (the content baseline among them: HR@10 {content['HR@10']:.2f} "
-            f"NDCG@10 {content['NDCG@10']:.2f})"
+            f"NDCG@10 {content['NDCG@10']:.2f}"
+        )
+        every = content.get("every_item")  # Runs before it lack it.
+        line += (
+            f"; over every item: HR@10 {every['HR@10']:.2f} NDCG@10 "
+            f"{every['NDCG@10']:.2f})"
+            if every
+            else ")"
         )
     if warm:
         line += (

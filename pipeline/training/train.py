@@ -423,12 +423,11 @@ def _train(
             schema.TEST: test.repeat_summary(),
         }
         if test.by_target:  # Some test target was never trained on.
-            from genni.pipeline.training.cold import content_baseline
+            from genni.pipeline.training.cold import by_target_with_baseline
 
-            result["test_by_target"] = test.by_target
-            baseline = content_baseline(dataset)
-            if baseline is not None:  # The same cases, by their attributes.
-                result["test_by_target"]["content_baseline"] = baseline
+            result["test_by_target"] = by_target_with_baseline(
+                test.by_target, dataset, schema.TEST
+            )
     stats = rundir.read_json(os.path.join(config.data, schema.STATS_FILE))
     result["cases"] = window_cases(stats)
     if dataset.info.split == schema.TIME_SPLIT and valid is not None:

@@ -101,9 +101,10 @@ def test_train_reports_cold_and_warm_test_cases(held_out, tmp_path):
     assert "test targets never trained on" in format_metrics(result)
 
 
-def _protocol(sequences_, attrs, share, seed):
+def _protocol(sequences_, attrs, share, seed, every_item=False):
     """`../shared/tools/cold_baseline.py`'s content HR@10, as its docstring
-    says it (the test's own copy: a fresh clone has no ../shared)."""
+    says it (the test's own copy: a fresh clone has no ../shared); with
+    `every_item`, the same scores ranked over every item, not the cold ones."""
     import collections
 
     items = sorted({i for s in sequences_ for i in s}, key=int)
@@ -113,7 +114,8 @@ def _protocol(sequences_, attrs, share, seed):
         for i in s[:-2]:
             if i not in cold:
                 pop.update(attrs.get(i, []))
-    weight = {i: sum(pop[x] for x in attrs.get(i, [])) for i in cold}
+    among = items if every_item else cold
+    weight = {i: sum(pop[x] for x in attrs.get(i, [])) for i in among}
     hits = cases = 0
     for s in sequences_:
         if s[-1] not in cold:
@@ -125,9 +127,9 @@ def _protocol(sequences_, attrs, share, seed):
         total = sum(seen.values()) or 1
         score = {
             i: sum(seen[x] for x in attrs.get(i, [])) / total + 1e-6 * weight[i]
-            for i in cold
+            for i in among
         }
-        rank = sum(1 for i in cold if i != s[-1] and score[i] >= score[s[-1]])
+        rank = sum(1 for i in among if i != s[-1] and score[i] >= score[s[-1]])
         hits += rank < 10
     return 100 * hits / cases, cases
 
@@ -170,3 +172,13 @@ def test_the_content_baseline_follows_the_protocol(tmp_path):
     want, cases = _protocol(users, attrs, 0.2, 3)
     assert ours["cases"] == cases
     assert ours["HR@10"] == pytest.approx(want, abs=1e-9)
+    every, _ = _protocol(users, attrs, 0.2, 3, every_item=True)
+    assert ours["every_item"]["HR@10"] == pytest.approx(every, abs=1e-9)
+    assert every < want  # Warm items with the same attributes rank above.
+    # What `genni train` and `genni evaluate` report beside a split's cases;
+    # no validation case has a held-out target.
+    from genni.pipeline.training.cold import by_target_with_baseline
+
+    test = by_target_with_baseline({"cold": {}}, Dataset.open(data), "test")
+    assert test == {"cold": {}, "content_baseline": ours}
+    assert by_target_with_baseline({}, Dataset.open(data), "valid") == {}
