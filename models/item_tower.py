@@ -26,6 +26,8 @@ import tensorflow as tf
 
 from genni.components.random import make_generator
 
+MAX_ATTRIBUTES = 64  # An item's first attributes its vector reads.
+
 
 @dataclasses.dataclass(frozen=True)
 class ItemFeatures:
@@ -51,7 +53,7 @@ def item_features(
     attributes: dict[str, list],
     num_items: int,
     untrained: set[int] | frozenset = frozenset(),
-    max_attributes: int = 64,
+    max_attributes: int = MAX_ATTRIBUTES,
 ) -> ItemFeatures:
     """`ItemFeatures` of a dataset's `item_attributes.json` ({item id (1-based,
     as a string): [attribute, ...]}), attribute ids numbered in order of first

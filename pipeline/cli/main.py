@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     training.add_evaluate(commands)
     training.add_tune(commands)
     serving.add_export(commands)
+    serving.add_add_items(commands)
     serving.add_serve(commands)
     batch.add_ann_index(commands)
     serving.add_recommend(commands)

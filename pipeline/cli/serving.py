@@ -1,4 +1,4 @@
-"""`genni export`, `serve` and `recommend`: the serving commands."""
+"""`genni export`, `add-items`, `serve` and `recommend`: the serving commands."""
 
 from __future__ import annotations
 
@@ -161,6 +161,56 @@ def add_export(commands) -> None:
         help="Split both models are evaluated on (default valid).",
     )
     p.set_defaults(handler=_export)
+
+
+def _add_items(args: argparse.Namespace, extra: list[str]) -> int:
+    from genni.pipeline.serving import catalog_version
+
+    catalog_version.add_items(
+        args.model_base_path,
+        args.items,
+        run_dir=args.run,
+        version=args.version,
+        allow_changes=args.allow_changes,
+    )
+    return 0
+
+
+def add_add_items(commands) -> None:
+    p = commands.add_parser(
+        "add-items",
+        help="Serve new items from an items file, nothing retrained: the next "
+        "version of MODEL_BASE scores them by their attributes (--item-tower runs).",
+        description="Write the next version of MODEL_BASE from the run its served "
+        "version was exported from and ITEMS: the items ITEMS lists that it does "
+        "not serve yet are added, each scored by the mean of its attributes' "
+        "trained rows (attributes no trained item holds are left out). The "
+        "trained part is not judged again; the new version must rank the served "
+        "items as the served one does, and its decision is appended to "
+        "MODEL_BASE/decisions.jsonl. `genni serve` swaps to it as to any version.",
+    )
+    p.add_argument("--model-base-path", required=True, help="MODEL_BASE directory.")
+    p.add_argument(
+        "--items",
+        required=True,
+        help="The catalog: an items file as `genni preprocess --item-attributes` "
+        "reads (S3-Rec JSON, item metadata, movies.csv, RecBole .item, CSV, JSON "
+        "lines). It must list every item the served version lists, unchanged.",
+    )
+    p.add_argument(
+        "--run",
+        default=None,
+        help="The run the served version was exported from (default: the one "
+        "its guarded export or earlier add-items recorded).",
+    )
+    p.add_argument("--version", type=int, default=None, help="Default: next free.")
+    p.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="Accept an items file that changes listed items' attributes (they "
+        "are served with the new ones) or drops listed items (they stay served).",
+    )
+    p.set_defaults(handler=_add_items)
 
 
 def add_serve(commands) -> None:

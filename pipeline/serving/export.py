@@ -65,7 +65,12 @@ class ServingModule(tf.Module):
         max_len: int,
         default_k: int = DEFAULT_K,
         candidates: str = "new",
+        item_table: np.ndarray | None = None,
     ):
+        """`item_table`: [len(items) + 1, d] vectors to serve instead of the
+        model's own (a catalog grown past the trained one:
+        `genni.pipeline.serving.catalog_version`); the encoder then reads
+        its inputs from it too."""
         super().__init__(name="genni_serving")
         self.candidates = check_candidates(candidates)
         if not 1 <= default_k <= len(items):
@@ -75,10 +80,21 @@ class ServingModule(tf.Module):
         self.encoder = model.encoder
         # The same variable under a stable name, for `genni ann-index`; an
         # item tower's vectors, computed once (`genni.models.item_tower`).
-        table = model.encoder.item_embeddings
+        table = model.encoder.item_embeddings if item_table is None else item_table
         if not isinstance(table, tf.Variable):
             table = tf.Variable(table, trainable=False, name="item_vectors")
+        if table.shape[0] != len(items) + 1:
+            raise ValueError(
+                f"The item table has {table.shape[0] - 1} items, the vocabulary "
+                f"{len(items)}."
+            )
         self.item_table = table
+        # The encoder reads the served vectors, not its own rows, where they
+        # differ from its ID rows.
+        self.reads_table = (
+            item_table is not None
+            or getattr(self.encoder, "item_tower", None) is not None
+        )
         self.num_items = len(items)
         self.max_len = max_len
         self.default_k = default_k
@@ -111,9 +127,9 @@ class ServingModule(tf.Module):
 
     def _embed(self, history: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         input_ids = self._input_ids(history)
-        if getattr(self.encoder, "item_tower", None) is None:
+        if not self.reads_table:
             outputs = self.encoder(input_ids, training=False)
-        else:  # The tower's vectors as exported, not computed a request.
+        else:  # The vectors as exported (a tower's), not computed a request.
             vectors = tf.gather(self.item_table, input_ids)
             outputs = self.encoder(input_ids, training=False, item_vectors=vectors)
         return outputs[:, -1, :], input_ids  # (B, d)

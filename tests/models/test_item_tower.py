@@ -236,3 +236,105 @@ def test_rest_and_grpc_serve_an_item_with_no_event(tower_export):
         assert answers["listed"] != answers["unknown"]
     finally:
         srv.stop()
+
+
+def test_a_newly_listed_item_is_served_by_the_next_version_untrained(
+    tower_run, tower_export, tmp_path
+):
+    """`genni add-items`: an item first listed in a new items file is in the
+    REST, gRPC and batch-recommend answers of the next version, with no
+    training run; the served items keep their vectors; a file that drops or
+    changes a listed item is refused."""
+    import shutil
+    import time
+
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from genni.pipeline.serving import ann, batch, catalog_version
+    from genni.pipeline.serving import server as serving
+    from tests.pipeline.test_serving import _rest
+
+    run, _ = tower_run
+    base = tmp_path / "models"
+    shutil.copytree(tower_export[1], base / "1")  # A plain export: no run recorded.
+    listed = (Path(run).parent / "items.jsonl").read_text()
+    grown = tmp_path / "grown.jsonl"
+    fresh = {"item_id": "fresh", "kind": "k2", "shelf": "s2"}
+    grown.write_text(listed + json.dumps(fresh) + "\n")
+    with pytest.raises(ValueError, match="does not record its run"):
+        catalog_version.add_items(str(base), str(grown))
+
+    def answers(srv, stub, k):
+        """top_k of a history, k its every item, over REST and gRPC; None
+        while the served version has fewer items."""
+        status, body = _rest(
+            srv,
+            "/v1/models/genni:predict",
+            {"signature_name": "top_k", "inputs": {"history": [["i0", "i1"]], "k": k}},
+        )
+        if status == 400 and "`k` must be between" in body["error"]:
+            return None
+        assert status == 200, body
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = "genni"
+        request.model_spec.signature_name = "top_k"
+        request.inputs["history"].CopyFrom(tf.make_tensor_proto([["i0", "i1"]]))
+        request.inputs["k"].CopyFrom(tf.make_tensor_proto(k, dtype=tf.int32))
+        answer = stub.Predict(request, timeout=30)
+        ids = [b.decode() for b in tf.make_ndarray(answer.outputs["item_ids"])[0]]
+        assert ids == body["outputs"]["item_ids"][0]  # REST as gRPC.
+        assert np.isfinite(tf.make_ndarray(answer.outputs["scores"])).all()
+        return [i for i in ids if i]
+
+    srv = serving.Server(str(base), rest_port=0, grpc_port=0, poll_seconds=0.2).start()
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(
+        grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}")
+    )
+    try:
+        before = answers(srv, stub, 14)
+        assert len(before) == 14 and "fresh" not in before
+        decision = catalog_version.add_items(
+            str(base), str(grown), run_dir=run, log=lambda *_: None
+        )
+        assert decision["version"] == 2 and decision["new_items"] == 1
+        assert decision["kind"] == "catalog" and decision["unknown_attributes"] == 0
+        for _ in range(300):  # The server swaps to version 2 within its polls.
+            after = answers(srv, stub, 15)
+            if after is not None:
+                break
+            time.sleep(0.1)
+        assert "fresh" in after
+        # The served items keep their order: the new one only joins them.
+        assert [i for i in after if i != "fresh"] == before
+    finally:
+        srv.stop()
+    model_2 = tf.saved_model.load(str(base / "2"))
+    vectors = ann.item_table(model_2)
+    tower = model.load_run(run).encoder.item_tower
+    rows = tower.attribute_embedding.embeddings.numpy()
+    names = {n: i for i, n in enumerate(tower.names, start=1)}
+    np.testing.assert_allclose(
+        vectors[-1], (rows[names["kind:k2"]] + rows[names["shelf:s2"]]) / 2, atol=1e-6
+    )
+    # Bulk: batch-recommend on the model base answers from version 2.
+    histories = tmp_path / "histories.tsv"
+    histories.write_text("u1 i0 i1\n")
+    config = batch.BatchConfig(
+        model=str(base),
+        input=str(histories),
+        output=str(tmp_path / "bulk"),
+        k=15,
+        format="sequences",
+    )
+    assert batch.run(config)["version"] == 2
+    assert "fresh" in batch.read_recommendations(config.output)["u1"]["items"]
+    # The next version grows from this one: nothing new is refused, and so is
+    # a file that drops or changes a listed item.
+    with pytest.raises(ValueError, match="lists no item"):
+        catalog_version.add_items(str(base), str(grown))
+    dropped = tmp_path / "dropped.jsonl"
+    dropped.write_text("".join(grown.read_text().splitlines(True)[1:]))
+    with pytest.raises(ValueError, match="drops 1 of the items"):
+        catalog_version.add_items(str(base), str(dropped))
+    assert sorted(p.name for p in base.iterdir()) == ["1", "2", "decisions.jsonl"]
