@@ -70,6 +70,7 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
         args.output,
         serve=args.serve,
         loops=("warm", "scratch") if args.loops == "both" else (args.loops,),
+        item_attributes=args.item_attributes,
     )
     print(f"Report: {os.path.join(args.output, 'replay.md')}")
     return 0
@@ -99,6 +100,16 @@ def add_replay(commands) -> None:
         default="both",
         help="Which loops run: the warm-started one, the one from scratch, or "
         "both side by side (default both; one loop takes about half the time).",
+    )
+    p.add_argument(
+        "--item-attributes",
+        default=None,
+        metavar="ITEMS_FILE",
+        help="The shop's items file (any layout `genni preprocess "
+        "--item-attributes` reads): the catalog at every step, and the runs "
+        "know items by their attributes (item_tower, unless the config's train: "
+        "sets it). Each loop's entry then reports new_targets: the cases whose "
+        "target has no trained ID row in the served version.",
     )
     p.add_argument(
         "--serve",

@@ -14,6 +14,13 @@ Side by side, from the same steps:
 - `never`: the first step's served version, never retrained;
 - `popular`: the items most often met before the cut, most first.
 
+With `--item-attributes`, the shop's items file is the catalog at every step
+and the runs know items by their attributes (`--item-tower`), so an item
+with no training event is ranked too. Each loop's entry reports
+`new_targets`: the cases whose target has no trained ID row in the version
+it serves (no training event: never met, met only after the cut the version
+was trained at, or cut by the k-core), their count, HR@10 and NDCG@10.
+
 Output in `--output`: `replay.md` (a table per step: NDCG@10 and HR@10 of the
 four, training seconds, catalog size and new-item share, published or
 refused), `replay.json`, `replay.png` (NDCG@10 per step), and the pipelines'
@@ -59,6 +66,7 @@ def run_replay(
     log: Callable[[str], None] = print,
     serve: bool = False,
     loops: tuple[str, ...] = ("warm", "scratch"),
+    item_attributes: str | None = None,
 ) -> list[dict]:
     """Replay `log_path` (see the module) and write its report to `output`.
 
@@ -74,6 +82,12 @@ def run_replay(
         serve: run `genni serve` on the loop's models directory from the first
             published version on, asked all along (`serving.probe`).
         loops: which of "warm" (the nightly loop) and "scratch" run.
+        item_attributes: the shop's items file (`genni preprocess
+            --item-attributes`): the whole catalog at every step (a shop
+            lists its items ahead of their events; nothing about which will
+            be met leaks from it), and the runs know items by their
+            attributes (`train: {item_tower: true}` unless the config's
+            `train:` says otherwise).
 
     Returns:
         One row per step, as `replay.json` holds them: the cases, each
@@ -90,6 +104,7 @@ def run_replay(
     lines, times, events = read_log(log_path)
     last = max(t for ts in times for t in ts)
     cuts = cut_times(last, every_days, steps)
+    config = with_items_file(config, item_attributes)
     train = dict(config.get("train") or {})
     train.pop("warm_start", None)
     every_loop = {
@@ -197,6 +212,22 @@ def run_replay(
         rows[-1]["serve"] = probe.counts()
         write_report(rows, output, log_path, every_days, steps)
     return rows
+
+
+def with_items_file(config: dict, item_attributes: str | None) -> dict:
+    """The replay's pipeline `config` with the items file as every step's
+    catalog (`preprocess: {item_attributes}`) and the item tower on, unless
+    the `train:` section sets it."""
+    if item_attributes is None:
+        return config
+    if not os.path.exists(item_attributes):
+        raise FileNotFoundError(f"--item-attributes {item_attributes!r} not found.")
+    preprocess = {
+        **(config.get("preprocess") or {}),
+        "item_attributes": item_attributes,
+    }
+    train = {"item_tower": True, **(config.get("train") or {})}
+    return {**config, "preprocess": preprocess, "train": train}
 
 
 def reused(run: str, output: str) -> str | None:

@@ -20,6 +20,7 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
         "| step | cases | items | k-core removed: catalog / test targets | "
         "targets unknown to the served model: never met / met before the cut | "
         + " | ".join(f"{v} NDCG@10" for v in shown)
+        + "".join(f" | {v} new targets: cases, HR@10" for v in loops)
         + "".join(
             f" | {v} serves | {v} epochs trained (chosen) | {v} train s | "
             f"{v} pipeline s"
@@ -55,6 +56,7 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
             + (f"{100 * gone['new']:.1f}% / {100 * gone['met']:.1f}%" if gone else "")
             + " | "
             + " | ".join(ndcg(r, v) for v in shown)
+            + "".join(f" | {new_targets_cell(r[v])}" for v in loops)
             + "".join(
                 f" | {r.get(f'{v}_served', '')}"
                 f" | {epochs_cell(r.get(f'{v}_epochs'), r.get(f'{v}_reused'))}"
@@ -90,6 +92,16 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     ]
     if shared:
         lines += ["", "Runs trained once for two loops:", "", *shared]
+    for v in loops:  # The cases no trained ID row answers, over the steps.
+        steps_new = [r[v]["new_targets"] for r in rows if r[v].get("new_targets")]
+        cases = sum(t["cases"] for t in steps_new)
+        if cases:
+            hits = sum(t["cases"] * t["HR@10"] for t in steps_new if t["cases"])
+            lines += [
+                "",
+                f"{v}: {cases:,} cases whose target had no trained ID row in the "
+                f"served version, HR@10 {hits / cases:.2f} over them.",
+            ]
     arrived = sum(r.get("new_items", 0) for r in rows)
     later = rows[1:]  # Step 1: the same run for both loops (nothing serves).
     spent = {
@@ -184,6 +196,17 @@ def write_report(rows, output, log_path, every_days, steps) -> None:
     figure.tight_layout()
     figure.savefig(os.path.join(output, "replay.png"), dpi=120)
     plt.close(figure)
+
+
+def new_targets_cell(scores: dict) -> str:
+    """'29, 3.45': a loop's cases whose target has no trained ID row in its
+    served version, and their HR@10; '0' without such cases."""
+    new = scores.get("new_targets")
+    if not new:
+        return ""
+    if not new["cases"]:
+        return "0"
+    return f"{new['cases']:,}, {new['HR@10']:.2f}"
 
 
 def epochs_cell(epochs: dict | None, reused: str | None = None) -> str:

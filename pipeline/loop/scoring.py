@@ -20,22 +20,44 @@ def _padded(histories: list[list[str]]):
 def score_version(
     path: str, histories, targets, batch: int = 256, served: set | None = None
 ) -> dict:
-    """NDCG@10 and HR@10 (%) of the SavedModel at `path` on the cases;
-    `served`: a set that collects every item of the top-10s it answers."""
-    from genni.components.metrics import RankingAccumulator
-    from genni.pipeline.serving import guard
+    """NDCG@10 and HR@10 (%) of the SavedModel at `path` on the cases, and
+    under "new_targets" the count and the same metrics of the cases whose
+    target has no trained ID row in it (`trained_items`; metrics only where
+    there are such cases); `served`: a set that collects every item of the
+    top-10s it answers."""
+    import numpy as np
+    import tensorflow as tf
 
-    top_k = guard.top_k_signature(path)
-    accumulator = RankingAccumulator()
+    from genni.components.metrics import RankingAccumulator
+    from genni.pipeline.serving import export, guard
+
+    model = tf.saved_model.load(path)
+    top_k = model.signatures[export.SIGNATURE_TOP_K]
+    trained = trained_items(model)
+    accumulator, new = RankingAccumulator(), RankingAccumulator()
     for start in range(0, len(targets), batch):
         rows = slice(start, start + batch)
         ranks, ids = guard.served_rankings(
             top_k, _padded(histories[rows]), targets[rows]
         )
         accumulator.update(ranks)
+        untrained = np.array([t not in trained for t in targets[rows]], dtype=bool)
+        if untrained.any():
+            new.update(ranks[untrained])
         if served is not None:  # The top-10s, from the same answer.
             served.update(i.decode() for i in ids[:, :10].ravel() if i)
-    return _two(accumulator.result())
+    new_targets = {"cases": new.count}
+    if new.count:
+        new_targets |= _two(new.result())
+    return _two(accumulator.result()) | {"new_targets": new_targets}
+
+
+def trained_items(model) -> set[str]:
+    """The items a loaded export has trained ID rows for: those with
+    training events (its popularity fallback, log(1 + events), above 0)."""
+    strings = model.item_strings.numpy()
+    events = model.popularity.numpy()
+    return {s.decode() for s, e in zip(strings, events, strict=True) if e > 0}
 
 
 def score_popular(

@@ -5,7 +5,8 @@ them in order.
 The steps are the plain commands' functions, not a scheduler: a step is
 skipped when
 - preprocess: `workdir/data/<key>` was written from the same input files
-  (paths, sizes, modification times) with the same settings;
+  and items file (`preprocess: {item_attributes: ...}`; paths, sizes,
+  modification times) with the same settings;
 - tune: the search with the same settings on the same dataset has its best
   configuration (keras-tuner continues an unfinished one);
 - train: a finished run with the same run key (settings + dataset statistics,
@@ -79,7 +80,10 @@ def step_preprocess(config: dict, log, previous: str | None = None) -> str:
     from genni.pipeline.preprocess.summary import format_stats
 
     settings = dict(config.get("preprocess") or {})
-    key = _digest([settings, input_fingerprint(config["input"])])
+    inputs = [input_fingerprint(config["input"])]
+    if settings.get("item_attributes"):  # A changed items file: a new dataset.
+        inputs.append(input_fingerprint(settings["item_attributes"]))
+    key = _digest([settings, *inputs])
     data = os.path.join(config["workdir"], "data", key)
     if os.path.exists(os.path.join(data, schema.STATS_FILE)):
         log(f"preprocess: up to date ({data})")

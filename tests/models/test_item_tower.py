@@ -338,3 +338,24 @@ def test_a_newly_listed_item_is_served_by_the_next_version_untrained(
     with pytest.raises(ValueError, match="drops 1 of the items"):
         catalog_version.add_items(str(base), str(dropped))
     assert sorted(p.name for p in base.iterdir()) == ["1", "2", "decisions.jsonl"]
+
+
+def test_a_replay_scores_the_targets_without_a_trained_id_row_apart(tower_export):
+    """`genni replay`'s `new_targets`: the cases whose target the served
+    version has no trained ID row for (no training event), scored apart."""
+    from genni.pipeline.loop.scoring import score_version, trained_items
+
+    _, path = tower_export
+    trained = trained_items(tf.saved_model.load(path))
+    assert "i0" in trained and not {"cold", "listed", ""} & trained
+    histories = np.array([["i0", "i1"], ["i2"], ["i3", "i4"], ["i5"]], dtype=object)
+    targets = np.array(["listed", "i3", "cold", "i6"], dtype=object)
+    scores = score_version(path, histories, targets)
+    new = scores["new_targets"]
+    assert new["cases"] == 2
+    # k covers every item: each target is ranked, in the top 10 or not.
+    every = score_version(path, histories[[0, 2]], targets[[0, 2]])
+    assert new["HR@10"] == every["HR@10"] and new["NDCG@10"] == every["NDCG@10"]
+    assert score_version(path, histories[1:2], targets[1:2])["new_targets"] == {
+        "cases": 0
+    }

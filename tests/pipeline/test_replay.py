@@ -98,3 +98,46 @@ def test_the_report_shows_each_steps_epochs():
     assert epochs_cell({"trained": 0, "chosen": 7, "refit": 0}, "warm") == (
         "warm's run (7) + refit warm's"
     )
+
+
+def test_the_items_file_is_every_steps_catalog_and_keys_the_dataset(tmp_path):
+    """`--item-attributes`: the items file in every step's preprocess (its
+    items in the vocabulary before their first event), the item tower on
+    unless `train:` says otherwise, and a changed file a new dataset."""
+    import os
+
+    from genni.pipeline.loop import steps
+    from genni.pipeline.loop.replay import with_items_file
+
+    log = tmp_path / "log.json"
+    _timed_log(log, 8, range(0, 12, 2), 6)
+    items = tmp_path / "items.csv"
+    rows = [f"i{i},k{i % 2}" for i in range(6)] + ["soon,k1"]
+    items.write_text("item_id,kind\n" + "\n".join(rows) + "\n")
+    config = with_items_file({"preprocess": {"min_count": 1}}, str(items))
+    assert config["train"] == {"item_tower": True}
+    assert with_items_file({"train": {"item_tower": False}}, str(items))["train"] == {
+        "item_tower": False
+    }
+    assert with_items_file(config, None) is config
+    with pytest.raises(FileNotFoundError, match="not found"):
+        with_items_file({}, str(tmp_path / "missing.csv"))
+    config = {**config, "input": str(log), "workdir": str(tmp_path / "work")}
+    quiet = lambda *_: None  # noqa: E731
+    data = steps.step_preprocess(config, quiet)
+    with open(os.path.join(data, "items.txt")) as f:
+        assert "soon" in f.read().split()  # Listed, no event yet.
+    assert steps.step_preprocess(config, quiet) == data  # Up to date.
+    items.write_text(items.read_text() + "later,k0\n")
+    os.utime(items, (1, 1))  # Another size and time: another file.
+    assert steps.step_preprocess(config, quiet) != data
+
+
+def test_the_report_shows_each_loops_new_targets():
+    from genni.pipeline.loop.report import new_targets_cell
+
+    assert new_targets_cell({"new_targets": {"cases": 29, "HR@10": 3.4483}}) == (
+        "29, 3.45"
+    )
+    assert new_targets_cell({"new_targets": {"cases": 0}}) == "0"
+    assert new_targets_cell({}) == ""
