@@ -3,7 +3,8 @@
     input: logs/*.json.gz          # review logs, any format `genni preprocess` reads
     workdir: work                  # data/, tune/, runs/ and models/ go here
     preprocess: {min_count: 5}     # `genni preprocess` settings (optional;
-                                   #   split: time, test_days: 7 for the loop)
+                                   #   split: time, test_days: 7 for the loop;
+                                   #   item_attributes: the items file)
     tune: {max_trials: 8}          # optional: search first, train the best found
     train: {sampler: genni}        # `genni train` settings (optional; preset: paper;
                                    #   warm_start: served for the nightly loop)
