@@ -108,8 +108,8 @@ def add_replay(commands) -> None:
         help="The shop's items file (any layout `genni preprocess "
         "--item-attributes` reads): the catalog at every step, and the runs "
         "know items by their attributes (item_tower, unless the config's train: "
-        "sets it). Each loop's entry then reports new_targets: the cases whose "
-        "target has no trained ID row in the served version.",
+        "sets it). Either way each loop's entry reports new_targets: the cases "
+        "whose target has no trained ID row in the served version.",
     )
     p.add_argument(
         "--serve",

@@ -16,8 +16,8 @@ Side by side, from the same steps:
 
 With `--item-attributes`, the shop's items file is the catalog at every step
 and the runs know items by their attributes (`--item-tower`), so an item
-with no training event is ranked too. Each loop's entry reports
-`new_targets`: the cases whose target has no trained ID row in the version
+with no training event is ranked too. With it or not, each loop's entry
+reports `new_targets`: the cases whose target has no trained ID row in the version
 it serves (no training event: never met, met only after the cut the version
 was trained at, or cut by the k-core), their count, HR@10 and NDCG@10.
 
