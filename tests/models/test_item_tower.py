@@ -359,3 +359,38 @@ def test_a_replay_scores_the_targets_without_a_trained_id_row_apart(tower_export
     assert score_version(path, histories[1:2], targets[1:2])["new_targets"] == {
         "cases": 0
     }
+
+
+def test_add_items_check_catches_a_served_item_that_moved(
+    tower_run, tower_export, tmp_path
+):
+    """What `genni add-items` checks before it publishes: the new version
+    ranks the served items as the served one, but for the changed ones."""
+    from genni.pipeline.serving import catalog_version
+
+    run, data = tower_run
+    dataset = Dataset.open(data)
+    trained = model.load_run(run)
+    items = dataset.ids("items.txt")[1:]
+    table = trained.encoder.item_embeddings.numpy()
+
+    def version(name, vectors):
+        module = export.ServingModule(
+            trained,
+            items,
+            dataset.item_counts(),
+            dataset.max_len,
+            5,
+            "all",
+            item_table=vectors,
+        )
+        return export._save(module, str(tmp_path / name), 1, items, model="x")
+
+    served = tower_export[1]
+    check = catalog_version._check_served_items
+    assert check(served, version("same", table), items, set()) == 0
+    moved = table.copy()
+    moved[3] = -5.0 * moved[3]  # Item 3 (items[2]) moved.
+    moved_path = version("moved", moved)
+    assert check(served, moved_path, items, set()) > 0
+    assert check(served, moved_path, items, {items[2]}) == 0  # A changed item.
