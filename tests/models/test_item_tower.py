@@ -394,3 +394,30 @@ def test_add_items_check_catches_a_served_item_that_moved(
     moved_path = version("moved", moved)
     assert check(served, moved_path, items, set()) > 0
     assert check(served, moved_path, items, {items[2]}) == 0  # A changed item.
+
+
+def test_add_items_refuses_what_cannot_score_new_items(
+    tower_run, tower_export, tmp_path
+):
+    """No trained model serving (the popularity ranking), or a run that knows
+    items by their IDs alone: nothing to score a new item with."""
+    import shutil
+
+    from genni.pipeline.serving import catalog_version
+
+    run, data = tower_run
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"item_id": "fresh", "kind": "k0"}) + "\n")
+    popular = tmp_path / "popular"
+    export.export_popular(data, str(popular))
+    with pytest.raises(ValueError, match="popularity ranking"):
+        catalog_version.add_items(str(popular), str(items), run_dir=run)
+    ids_only = tmp_path / "ids_only"
+    shutil.copytree(run, ids_only)
+    config = json.loads((ids_only / "config.json").read_text())
+    (ids_only / "config.json").write_text(json.dumps({**config, "item_tower": False}))
+    base = tmp_path / "models"
+    shutil.copytree(tower_export[1], base / "1")
+    with pytest.raises(ValueError, match="IDs alone"):
+        catalog_version.add_items(str(base), str(items), run_dir=str(ids_only))
+    assert sorted(p.name for p in base.iterdir()) == ["1"]  # Nothing written.
