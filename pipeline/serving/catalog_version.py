@@ -194,6 +194,7 @@ def add_items(
         settings["candidates"],
         item_table=vectors,
     )
+    served_decision = guard._decision_of(served_path)  # What judged it.
     scratch = os.path.join(base, f".catalog-{uuid.uuid4().hex[:8]}")
     try:
         path = export._save(
@@ -214,10 +215,8 @@ def add_items(
             "kind": "catalog",
             "decision": "published",
             "run": run_dir,
-            "judged_run": _read_asset(served_path, guard.DECISION_ASSET).get(
-                "judged_run", run_dir
-            ),
-            "refit": bool(_read_asset(served_path, guard.DECISION_ASSET).get("refit")),
+            "judged_run": served_decision.get("judged_run", run_dir),
+            "refit": bool(served_decision.get("refit")),
             "items_file": items_file,
             "served_version": served,
             "new_items": len(new),
@@ -302,9 +301,7 @@ def _check_served_items(
 def _served_run(path: str) -> str | None:
     """The run the version at `path` serves: its catalog record's, else its
     guard decision's (a plain `genni export` records none)."""
-    recorded = _read_asset(path, CATALOG_ASSET) or _read_asset(
-        path, guard.DECISION_ASSET
-    )
+    recorded = _read_asset(path, CATALOG_ASSET) or guard._decision_of(path)
     return recorded.get("run")
 
 
