@@ -50,15 +50,18 @@ def served_version(base: str) -> int | None:
     return max(versions, default=None)
 
 
-def savedmodel_metrics(path: str, data_dir: str, split: str) -> dict[str, float]:
+def savedmodel_metrics(
+    path: str, data_dir: str, split: str, top_k=None
+) -> dict[str, float]:
     """Full-ranking metrics (%) of the SavedModel at `path` on `split` of
-    `data_dir`, asked as it serves: raw-id histories into `top_k`.
+    `data_dir`, asked as it serves: raw-id histories into `top_k` (its
+    `top_k_signature`, loaded unless given).
 
     The target's rank is its position in the served ranking of every item; a
     target the model does not rank (a history item under "new", an item unknown
     to its vocabulary) is a miss.
     """
-    top_k = top_k_signature(path)
+    top_k = top_k or top_k_signature(path)
     dataset = data.Dataset.open(data_dir)
     raw = np.array(dataset.ids(schema.ITEMS_FILE), dtype=object)
     accumulator = RankingAccumulator()
@@ -186,6 +189,7 @@ def guarded_export(
         "served_version": served,
         "served": None,
     }
+    loaded: dict = {}
     try:
         stats = rundir.read_json(os.path.join(data_dir, schema.STATS_FILE))
         why_not = _unjudgeable(run_dir, stats, split)
@@ -199,25 +203,27 @@ def guarded_export(
                 candidates=rule,
             )
             log(f"Evaluating the candidate {run_dir} on {split} ...")
-            decision["candidate"] = _score(candidate_path, data_dir, split)
+            decision["candidate"] = _score(candidate_path, data_dir, split, loaded)
             if baseline == "popular":
                 popular_path = export.export_popular(
                     data_dir, scratch, version=2, k=k, candidates=rule
                 )
-                decision["popular"] = _score(popular_path, data_dir, split)
+                decision["popular"] = _score(popular_path, data_dir, split, loaded)
                 other = _other_window(stats, split)
                 if other is not None:  # The floor holds on both windows.
                     decision["floor"] = {
                         other: {
-                            "candidate": _score(candidate_path, data_dir, other),
-                            "popular": _score(popular_path, data_dir, other),
+                            "candidate": _score(
+                                candidate_path, data_dir, other, loaded
+                            ),
+                            "popular": _score(popular_path, data_dir, other, loaded),
                         }
                     }
             if served is not None:
                 served_path = os.path.join(against, str(served))
                 judge = _judge_of(served_path, scratch, k, rule)
                 log(f"Evaluating served version {served} of {against} on {split} ...")
-                decision["served"] = _score(judge, data_dir, split)
+                decision["served"] = _score(judge, data_dir, split, loaded)
             why_not = _verdict(decision)
         decision["decision"] = "refused" if why_not else "published"
         decision["why"] = why_not or _numbers(decision)
@@ -247,8 +253,13 @@ def guarded_export(
         atomic.remove(scratch)
 
 
-def _score(path: str, data_dir: str, split: str) -> float:
-    return round(savedmodel_metrics(path, data_dir, split)[METRIC], 4)
+def _score(path: str, data_dir: str, split: str, loaded: dict) -> float:
+    """METRIC of the SavedModel at `path` on `split`; `loaded`: the
+    signatures loaded so far, by path (each export is loaded once)."""
+    if path not in loaded:
+        loaded[path] = top_k_signature(path)
+    top_k = loaded[path]
+    return round(savedmodel_metrics(path, data_dir, split, top_k)[METRIC], 4)
 
 
 def _other_window(stats: dict, split: str) -> str | None:

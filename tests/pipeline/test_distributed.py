@@ -34,9 +34,13 @@ def tiny_config(name, **settings):
 
 
 def straight_and_resumed(strategy, kill_epoch, **settings):
+    # The two runs' metrics, and the straight run's model.
+    built, build = [], train.build_model
+    train.build_model = lambda *a, **k: built.append(build(*a, **k)) or built[-1]
     straight = train.train(
         tiny_config("straight", **settings), verbose=0, strategy=strategy
     )
+    train.build_model = build
     original = train._log_epoch
 
     def killed(writer, record):
@@ -55,7 +59,7 @@ def straight_and_resumed(strategy, kill_epoch, **settings):
     resumed = train.train(
         tiny_config("killed", **settings), resume=True, verbose=0, strategy=strategy
     )
-    return straight, resumed
+    return straight, resumed, built[0]
 """
 
 SCRIPT = """
@@ -67,7 +71,6 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2
 )
 from genni.pipeline.training import data, train
-from genni.components import schema
 
 data_dir, out, parts = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 devices = [d.name for d in tf.config.list_logical_devices("CPU")]
@@ -77,19 +80,13 @@ SCRIPT += RUNS
 SCRIPT += """
 result = {"replicas": strategy.num_replicas_in_sync}
 if "train" in parts:
-    straight, resumed = straight_and_resumed(  # Killed in its last epoch.
+    straight, resumed, model = straight_and_resumed(  # Killed in its last epoch.
         strategy, epochs=2, kill_epoch=2, batch_size=63, alpha_step=0.05
     )
     result.update(straight=straight, resumed=resumed)
     result["items"] = data.Dataset.open(data_dir).info.num_items
-    # The self-adjusted alpha is a mirrored variable (in the same child: one
-    # TensorFlow start-up less).
-    dataset = data.Dataset.open(data_dir)
-    with strategy.scope():
-        model = train.build_model(tiny_config("fit", alpha_step=0.05), dataset)
-    records = data.records(data_dir, schema.TRAIN)
-    batches = data.train_dataset(records, dataset.info.max_len, 64, 0, 0)
-    model.fit(batches, epochs=1, verbose=0)
+    # The self-adjusted alpha is a mirrored variable: equal on every replica
+    # after the straight run's two epochs.
     local = strategy.experimental_local_results(model.sampler.alpha)
     result["alphas"] = [float(a) for a in local]
 

@@ -24,7 +24,7 @@ strategy = train.make_strategy("multi_worker")
 """
 WORKER_SCRIPT += RUNS
 WORKER_SCRIPT += """
-straight, resumed = straight_and_resumed(  # Killed in its last epoch.
+straight, resumed, _ = straight_and_resumed(  # Killed in its last epoch.
     strategy, epochs=2, kill_epoch=2, batch_size=64
 )
 print(json.dumps({
