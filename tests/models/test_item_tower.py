@@ -338,6 +338,37 @@ def test_a_newly_listed_item_is_served_by_the_next_version_untrained(
     with pytest.raises(ValueError, match="drops 1 of the items"):
         catalog_version.add_items(str(base), str(dropped))
     assert sorted(p.name for p in base.iterdir()) == ["1", "2", "decisions.jsonl"]
+    # Asked (--allow-changes): "i0" dropped stays served as it was, "i5" (a
+    # trained item, k2 on s1) listed as k0 keeps its ID row with its new
+    # attributes, "fresh" (k2 on s2) is listed as k1: its attributes alone.
+    changed = tmp_path / "changed.jsonl"
+    lines = [json.loads(line) for line in dropped.read_text().splitlines()]
+    for line in lines:
+        if line["item_id"] == "i5":
+            line["kind"] = "k0"
+        if line["item_id"] == "fresh":
+            line["kind"] = "k1"
+    changed.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    decision = catalog_version.add_items(
+        str(base), str(changed), allow_changes=True, log=lambda *_: None
+    )
+    assert decision["version"] == 3 and decision["new_items"] == 0
+    assert decision["changed_items"] == 2 and decision["dropped_items"] == 1
+    model_3 = tf.saved_model.load(str(base / "3"))
+    strings = [s.decode() for s in model_3.item_strings.numpy()]
+    assert strings == [s.decode() for s in model_2.item_strings.numpy()]
+    table_2, table_3 = vectors, ann.item_table(model_3)
+    row = {item: n for n, item in enumerate(strings)}
+    np.testing.assert_array_equal(table_3[row["i0"]], table_2[row["i0"]])
+    np.testing.assert_allclose(
+        table_3[row["fresh"]],
+        (rows[names["kind:k1"]] + rows[names["shelf:s2"]]) / 2,
+        atol=1e-6,
+    )
+    moved = (rows[names["kind:k0"]] - rows[names["kind:k2"]]) / 2
+    np.testing.assert_allclose(
+        table_3[row["i5"]], table_2[row["i5"]] + moved, atol=1e-5
+    )
 
 
 def test_a_replay_scores_the_targets_without_a_trained_id_row_apart(tower_export):
