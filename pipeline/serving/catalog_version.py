@@ -194,10 +194,10 @@ def add_items(
         settings["candidates"],
         item_table=vectors,
     )
-    served_decision = guard._decision_of(served_path)  # What judged it.
+    served_decision = guard.decision_of(served_path)  # What judged it.
     scratch = os.path.join(base, f".catalog-{uuid.uuid4().hex[:8]}")
     try:
-        path = export._save(
+        path = export.save_module(
             module, scratch, 1, serving_after, model=config.model.encoder
         )
         if ann.has_index(served_path):  # `genni serve --ann` answers from one.
@@ -241,8 +241,8 @@ def add_items(
             CATALOG_ASSET,
             {"run": run_dir, "added": added + new, "listed": differs},
         )
-        decision.update(guard._publish(path, base, version, decision))
-        guard._record(base, decision)
+        decision.update(guard.publish(path, base, version, decision))
+        guard.record_decision(base, decision)
     finally:
         atomic.remove(scratch)
     log(
@@ -301,7 +301,7 @@ def _check_served_items(
 def _served_run(path: str) -> str | None:
     """The run the version at `path` serves: its catalog record's, else its
     guard decision's (a plain `genni export` records none)."""
-    recorded = _read_asset(path, CATALOG_ASSET) or guard._decision_of(path)
+    recorded = _read_asset(path, CATALOG_ASSET) or guard.decision_of(path)
     return recorded.get("run")
 
 

@@ -209,7 +209,7 @@ def export(
         k,
         candidates or config.candidates,
     )
-    return _save(module, base, version, items, model=config.model.encoder)
+    return save_module(module, base, version, items, model=config.model.encoder)
 
 
 class PopularityEncoder(tf.Module):
@@ -254,7 +254,7 @@ def export_popular(
     module = ServingModule(
         _Popular(counts), items, counts, dataset.max_len, k, candidates
     )
-    return _save(module, base, version, items, model=POPULAR)
+    return save_module(module, base, version, items, model=POPULAR)
 
 
 POPULAR = "popular"
@@ -281,13 +281,16 @@ def is_popular(path: str) -> bool:
         return False
 
 
-def _save(
+def save_module(
     module: ServingModule,
     base: str,
     version: int | None,
     items: list[str],
     model: str,
 ) -> str:
+    """Write `module` as version `version` (default: the next) of `base`,
+    staged and moved into place whole, with its warm-up requests and its
+    SETTINGS_FILE (`model`: what ranks); returns the version's path."""
     version = version if version is not None else next_version(base)
     if version < 1:
         raise ValueError(f"`version` must be a positive integer. Got {version}.")

@@ -105,7 +105,8 @@ def served_rankings(top_k, histories: np.ndarray, targets: np.ndarray) -> tuple:
     return ranks, np.where(real, ids, b"")
 
 
-def _record(base: str, decision: dict) -> None:
+def record_decision(base: str, decision: dict) -> None:
+    """Append `decision` to `base`/DECISIONS_FILE (one JSON line)."""
     line = json.dumps(decision, sort_keys=True) + "\n"
     with open(os.path.join(base, DECISIONS_FILE), "a", encoding="utf-8") as f:
         f.write(line)
@@ -233,7 +234,7 @@ def guarded_export(
                 if refit
                 else candidate_path
             )
-            decision.update(_publish(path, base, version, decision))
+            decision.update(publish(path, base, version, decision))
         elif served is None and baseline == "popular":
             # Nothing serves: the popularity ranking does, until a model beats it.
             path = export.export_popular(  # Every event, with a refit.
@@ -244,10 +245,10 @@ def guarded_export(
                 candidates=rule,
             )
             fallback = {**decision, "decision": "fallback", "run": None}
-            decision.update(_publish(path, base, version, fallback))
+            decision.update(publish(path, base, version, fallback))
             decision["fallback"] = "popular"
             decision["why"] += "; the popularity ranking serves instead"
-        _record(base, decision)
+        record_decision(base, decision)
         return decision
     finally:
         atomic.remove(scratch)
@@ -336,14 +337,16 @@ def _judge_of(served_path, scratch, k, candidates) -> str:
     """What stands for the served version: itself, or, when it is a refit,
     an export of the run it was judged by (a refit has learned every
     window, so it cannot be measured on one)."""
-    recorded = _decision_of(served_path)
+    recorded = decision_of(served_path)
     judged = recorded.get("judged_run")
     if recorded.get("refit") and judged and rundir.finished(judged):
         return export.export(judged, scratch, version=5, k=k, candidates=candidates)
     return served_path
 
 
-def _decision_of(path: str) -> dict:
+def decision_of(path: str) -> dict:
+    """The decision that published the version at `path` (its
+    DECISION_ASSET), or {} for a version published without one."""
     try:
         with open(os.path.join(path, DECISION_ASSET), encoding="utf-8") as f:
             return json.load(f)
@@ -351,7 +354,7 @@ def _decision_of(path: str) -> dict:
         return {}
 
 
-def _publish(path: str, base: str, version: int | None, decision: dict) -> dict:
+def publish(path: str, base: str, version: int | None, decision: dict) -> dict:
     """Move the export at `path` into place as the next version of `base`
     (or `version`), with `decision` (and where it went) as its asset."""
     version = version if version is not None else export.next_version(base)

@@ -415,7 +415,7 @@ def test_add_items_check_catches_a_served_item_that_moved(
             "all",
             item_table=vectors,
         )
-        return export._save(module, str(tmp_path / name), 1, items, model="x")
+        return export.save_module(module, str(tmp_path / name), 1, items, model="x")
 
     served = tower_export[1]
     check = catalog_version._check_served_items
