@@ -41,7 +41,6 @@ that the next `add_items` grows from it.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import uuid
 
@@ -72,7 +71,7 @@ def served_catalog(
         items[int(i)]: [str(a) for a in values]
         for i, values in (dataset.item_attributes() or {}).items()
     }
-    recorded = _read_asset(path, CATALOG_ASSET)
+    recorded = export.read_asset(path, CATALOG_ASSET)
     if recorded.get("run") != run_dir:
         return [], dict(original), original
     return list(recorded["added"]), original | recorded["listed"], original
@@ -201,7 +200,9 @@ def add_items(
             module, scratch, 1, serving_after, model=config.model.encoder
         )
         if ann.has_index(served_path):  # `genni serve --ann` answers from one.
-            meta = _read_asset(served_path, os.path.join(ann.ANN_DIR, ann.META_FILE))
+            meta = export.read_asset(
+                served_path, os.path.join(ann.ANN_DIR, ann.META_FILE)
+            )
             ann.build(path, kind=meta.get("kind", "ivf"), log=log)
         mismatched = _check_served_items(served_path, path, serving, set(changed))
         if mismatched:
@@ -236,10 +237,11 @@ def add_items(
             for item, values in current.items()
             if not _same(values, original.get(item, []))
         }
-        _write_asset(
+        export.write_asset(
             path,
             CATALOG_ASSET,
             {"run": run_dir, "added": added + new, "listed": differs},
+            indent=None,  # Its lists grow with the catalog.
         )
         decision.update(guard.publish(path, base, version, decision))
         guard.record_decision(base, decision)
@@ -301,22 +303,8 @@ def _check_served_items(
 def _served_run(path: str) -> str | None:
     """The run the version at `path` serves: its catalog record's, else its
     guard decision's (a plain `genni export` records none)."""
-    recorded = _read_asset(path, CATALOG_ASSET) or guard.decision_of(path)
+    recorded = export.read_asset(path, CATALOG_ASSET) or guard.decision_of(path)
     return recorded.get("run")
-
-
-def _read_asset(path: str, name: str) -> dict:
-    try:
-        with open(os.path.join(path, name), encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_asset(path: str, name: str, value: dict) -> None:
-    os.makedirs(os.path.dirname(os.path.join(path, name)), exist_ok=True)
-    with open(os.path.join(path, name), "w", encoding="utf-8") as f:
-        json.dump(value, f, sort_keys=True)
 
 
 def _some(items: list[str], most: int = 3) -> str:

@@ -324,9 +324,25 @@ def write_settings(path: str, module: ServingModule, model: str) -> None:
         "num_items": module.num_items,
         "max_len": module.max_len,
     }
-    os.makedirs(os.path.dirname(os.path.join(path, SETTINGS_FILE)), exist_ok=True)
-    with open(os.path.join(path, SETTINGS_FILE), "w", encoding="utf-8") as f:
-        json.dump(settings, f, indent=2, sort_keys=True)
+    write_asset(path, SETTINGS_FILE, settings)
+
+
+def write_asset(path: str, name: str, value: dict, indent: int | None = 2) -> None:
+    """`value` as the JSON file `name` (under assets.extra/: TF Serving
+    ignores it) of the export at `path`; `indent` None: on one line."""
+    os.makedirs(os.path.dirname(os.path.join(path, name)), exist_ok=True)
+    with open(os.path.join(path, name), "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=indent, sort_keys=True)
+
+
+def read_asset(path: str, name: str) -> dict:
+    """The JSON file `name` of the export at `path` (`write_asset`), or {}
+    where it has none or it cannot be read."""
+    try:
+        with open(os.path.join(path, name), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
 
 
 def read_settings(path: str) -> dict:

@@ -347,11 +347,7 @@ def _judge_of(served_path, scratch, k, candidates) -> str:
 def decision_of(path: str) -> dict:
     """The decision that published the version at `path` (its
     DECISION_ASSET), or {} for a version published without one."""
-    try:
-        with open(os.path.join(path, DECISION_ASSET), encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+    return export.read_asset(path, DECISION_ASSET)
 
 
 def publish(path: str, base: str, version: int | None, decision: dict) -> dict:
@@ -362,9 +358,6 @@ def publish(path: str, base: str, version: int | None, decision: dict) -> dict:
     if os.path.exists(final):
         raise FileExistsError(f"{final!r} exists; choose another --version.")
     where = {"version": version, "path": final}
-    asset = os.path.join(path, DECISION_ASSET)
-    os.makedirs(os.path.dirname(asset), exist_ok=True)
-    with open(asset, "w", encoding="utf-8") as f:
-        json.dump({**decision, **where}, f, indent=2, sort_keys=True)
+    export.write_asset(path, DECISION_ASSET, {**decision, **where})
     atomic.move_into_place(path, final)
     return where
