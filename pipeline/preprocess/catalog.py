@@ -6,9 +6,14 @@ file in any of the layouts below (`read_catalog`, told apart by content).
 - Item metadata, one record per line: Amazon 2014 (Python literals), 2018
   and 2023 (JSON), Yelp `business.json` (`metadata_attributes`):
   "brand:<brand>" and "category:<name>".
-- MovieLens `movies.csv` (header `movieId,title,genres`): "genre:<name>" for
+- MovieLens `movies.csv` (header `movieId,title,genres`) and `movies.dat`
+  (ml-1m, ml-10m: `MovieID::Title::Genres`, no header): "genre:<name>" for
   each `|`-separated genre ("(no genres listed)": none) and "year:<yyyy>"
   from the "(yyyy)" that ends the title.
+- MovieLens 100K `u.item` (`|`-separated: id, title, release date, video
+  release date, IMDb URL, then 19 genre flags in `u.genre`'s order): a
+  "genre:<name>" for each flag set ("unknown": none) and "year:<yyyy>" from
+  the release date (else the title).
 - RecBole atomic `.item` (tab-separated, header `name:type`, e.g. ml-100k's
   `item_id:token movie_title:token_seq release_year:token class:token_seq`):
   `item_id` (else the first `token` field) is the id; every other `token` field is one
@@ -26,6 +31,8 @@ In the last three, free text (a field whose name holds "title", "name",
 A line that cannot be read (a record without an id, a row of the wrong
 width, broken JSON) is kept in `Catalog.malformed` for the dead-letter
 output, and counted; an item listed twice has the union of its attributes.
+A file that is not UTF-8 is read as Latin-1 (ml-1m's and ml-100k's item
+files are), and `Catalog.encoding` says so.
 """
 
 from __future__ import annotations
@@ -42,6 +49,14 @@ FREE_TEXT = ("title", "name", "desc", "text", "url", "image")
 MULTI_VALUED = re.compile(r"[|;]")
 YEAR = re.compile(r"\((\d{4})\)\s*$")
 NO_GENRES = "(no genres listed)"
+# MovieLens 100K's `u.genre`, in the order of `u.item`'s flags.
+ML100K_GENRES = (
+    "unknown", "Action", "Adventure", "Animation", "Children's", "Comedy",
+    "Crime", "Documentary", "Drama", "Fantasy", "Film-Noir", "Horror",
+    "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller", "War", "Western",
+)  # fmt: skip
+ML100K_FIELDS = 5 + len(ML100K_GENRES)
+RELEASE_YEAR = re.compile(r"(\d{4})\s*$")
 
 
 @dataclasses.dataclass
@@ -52,6 +67,7 @@ class Catalog:
     items: dict[str, list]
     malformed: list[str]
     layout: str
+    encoding: str = "utf-8"
 
     def add(self, item: str, values: list) -> None:
         merged = self.items.setdefault(item, [])
@@ -65,14 +81,23 @@ def read_catalog(path: str) -> Catalog:
 
     try:
         with FileSystems.open(path) as f:
-            text = f.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+            raw = f.read()
+    except OSError as e:
         raise ValueError(f"Cannot read the items file {path!r}: {e}") from None
+    try:
+        text, encoding = raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        # Every byte is a Latin-1 character: the titles of ml-1m's movies.dat
+        # and ml-100k's u.item are Latin-1, and ids and attributes keep
+        # whatever characters they decode to.
+        text, encoding = raw.decode("latin-1"), "latin-1"
     catalog = parse_catalog(text)
+    catalog.encoding = encoding
     if not catalog.items:
         raise ValueError(
             f"The items file {path!r} is neither an S3-Rec item2attributes.json, "
-            "item metadata lines, a MovieLens movies.csv, a RecBole .item file, "
+            "item metadata lines, a MovieLens movies.csv, movies.dat or u.item, "
+            "a RecBole .item file, "
             "a CSV with a header nor JSON lines "
             f"({len(catalog.malformed)} unreadable lines)."
         )
@@ -99,7 +124,12 @@ def parse_catalog(text: str) -> Catalog:
     if all(":" in f for f in fields) and any(f.endswith(":token") for f in fields):
         return _recbole(lines)
     if [f.strip() for f in head.split(",")][:3] == ["movieId", "title", "genres"]:
-        return _movielens(lines)
+        return _movielens(lines[1:], csv.reader(lines[1:]), "movielens")
+    if head.count("::") == 2:
+        rows = (line.split("::") for line in lines)
+        return _movielens(lines, rows, "movielens_dat")
+    if _is_ml100k_item(head):
+        return _ml100k_items(lines)
     return _table(lines)
 
 
@@ -191,9 +221,11 @@ def _recbole(lines: list[str]) -> Catalog:
     return catalog
 
 
-def _movielens(lines: list[str]) -> Catalog:
-    catalog = Catalog({}, [], "movielens")
-    for row, line in zip(csv.reader(lines[1:]), lines[1:], strict=True):
+def _movielens(lines: list[str], rows, layout: str) -> Catalog:
+    """`movies.csv` (`rows`: its lines after the header, CSV-parsed) or
+    `movies.dat` (its lines split at "::")."""
+    catalog = Catalog({}, [], layout)
+    for row, line in zip(rows, lines, strict=True):
         if len(row) != 3 or not row[0].strip():
             catalog.malformed.append(line)
             continue
@@ -203,6 +235,36 @@ def _movielens(lines: list[str]) -> Catalog:
         if year:
             values.append(f"year:{year.group(1)}")
         catalog.add(item, values)
+    return catalog
+
+
+def _is_ml100k_item(line: str) -> bool:
+    cells = line.split("|")
+    flags = cells[-len(ML100K_GENRES) :]
+    return len(cells) == ML100K_FIELDS and all(f.strip() in ("0", "1") for f in flags)
+
+
+def _ml100k_items(lines: list[str]) -> Catalog:
+    catalog = Catalog({}, [], "movielens_100k")
+    for line in lines:
+        cells = [cell.strip() for cell in line.split("|")]
+        flags = cells[5:]
+        if (
+            len(cells) != ML100K_FIELDS
+            or not cells[0]
+            or any(f not in ("0", "1") for f in flags)
+        ):
+            catalog.malformed.append(line)
+            continue
+        values = [
+            f"genre:{name}"
+            for name, flag in zip(ML100K_GENRES, flags, strict=True)
+            if flag == "1" and name != "unknown"
+        ]
+        year = RELEASE_YEAR.search(cells[2]) or YEAR.search(cells[1])
+        if year:
+            values.append(f"year:{year.group(1)}")
+        catalog.add(cells[0], values)
     return catalog
 
 

@@ -18,12 +18,23 @@ AMAZON = "amazon"
 AMAZON_2023 = "amazon2023"
 YELP = "yelp"
 CSV = "csv"
+TSV = "tsv"
 MOVIELENS = "movielens"
 MOVIELENS_DAT = "movielens_dat"
 RECBOLE = "recbole"
 SEQUENCES = "sequences"
 AUTO = "auto"
-FORMATS = (AMAZON, AMAZON_2023, YELP, CSV, MOVIELENS, MOVIELENS_DAT, RECBOLE, SEQUENCES)
+FORMATS = (
+    AMAZON,
+    AMAZON_2023,
+    YELP,
+    CSV,
+    TSV,
+    MOVIELENS,
+    MOVIELENS_DAT,
+    RECBOLE,
+    SEQUENCES,
+)
 # Formats whose first line (a header) says how to read the others.
 HEADED = (RECBOLE,)
 
@@ -150,6 +161,12 @@ def parse_csv(line: str) -> Iterator[Event]:
     yield _user_item_rating_time(line, ",", "CSV")
 
 
+def parse_tsv(line: str) -> Iterator[Event]:
+    """Headerless tab-separated user, item, rating, timestamp (MovieLens
+    100K's `u.data`)."""
+    yield _user_item_rating_time(line, "\t", "TSV")
+
+
 MOVIELENS_HEADER = ("userid", "movieid", "rating", "timestamp")
 
 
@@ -235,6 +252,7 @@ PARSERS: dict[str, Callable[[str], Iterator[Event]]] = {
     AMAZON_2023: parse_amazon_2023,
     YELP: parse_yelp,
     CSV: parse_csv,
+    TSV: parse_tsv,
     MOVIELENS: parse_movielens,
     MOVIELENS_DAT: parse_movielens_dat,
     SEQUENCES: parse_sequences,
@@ -270,6 +288,8 @@ def detect_format(line: str) -> str:
         return MOVIELENS
     if text.count("::") == 3:
         return MOVIELENS_DAT
+    if _is_tsv(text):
+        return TSV
     if text.startswith("{"):
         try:
             record = json.loads(text)
@@ -290,6 +310,18 @@ def detect_format(line: str) -> str:
         f"Cannot tell the format of the input from its first line {text[:120]!r}; "
         f"pass --format ({', '.join(FORMATS)})."
     )
+
+
+def _is_tsv(text: str) -> bool:
+    """Four tab-separated fields, the last two numbers (a rating, a time)."""
+    fields = text.split("\t")
+    if len(fields) != 4:
+        return False
+    try:
+        float(fields[2]), float(fields[3])
+    except ValueError:
+        return False
+    return True
 
 
 def dead_letter_record(
@@ -413,6 +445,6 @@ def _refuse_a_table(lines: list[str]) -> None:
             f"The input looks like a table ({fields}"
             + ("tab-separated " if tabs else "")
             + "fields a line), not S3-Rec sequences (a user, then items, space-"
-            "separated): pass --format (csv, movielens, movielens_dat, recbole; "
+            "separated): pass --format (csv, tsv, movielens, movielens_dat, recbole; "
             "or sequences if each line is one user's items)."
         )

@@ -378,6 +378,8 @@ def write_item_attributes(
         )
     stats = sequences.attribute_stats(rekeyed, len(items), len(catalog.malformed))
     stats["catalog_items"] = len(catalog.items)
+    stats["catalog_layout"] = catalog.layout
+    stats["catalog_encoding"] = catalog.encoding
     from_log = items[: len(items) if with_events is None else with_events]
     # Listed items the log has no (kept) event of: in the vocabulary all the
     # same (`genni.pipeline.preprocess.catalog`).

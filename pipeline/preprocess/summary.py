@@ -112,10 +112,14 @@ def format_stats(stats: dict) -> str:
             )
         )
         if "catalog_items" in attributes:
+            read_as = attributes.get("catalog_layout", "")
+            if attributes.get("catalog_encoding", "utf-8") != "utf-8":
+                read_as += f", {attributes['catalog_encoding']} (not UTF-8)"
             rows.append(
                 (
                     "items file",
-                    f"{attributes['catalog_items']:,} items listed: "
+                    (f"read as {read_as}; " if read_as else "")
+                    + f"{attributes['catalog_items']:,} items listed: "
                     f"{attributes['catalog_items_without_events']:,} of them "
                     "without a kept event (no events, or cut by the k-core), in "
                     "the vocabulary after the log's items; "

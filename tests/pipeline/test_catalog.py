@@ -27,6 +27,50 @@ def test_movielens_movies_csv_gives_genres_and_the_year():
     assert catalog.malformed == ["4,too,many,cells", ",No id (2000),Drama"]
 
 
+def test_movielens_movies_dat_and_u_item_read_as_latin1(tmp_path):
+    """ml-1m's movies.dat and ml-100k's u.item, as they come: no header, and
+    Latin-1 titles (a UTF-8 decode alone refused the whole file)."""
+    dat = tmp_path / "movies.dat"
+    dat.write_bytes(
+        "1::Toy Story (1995)::Animation|Children's|Comedy\n"
+        "73::Misérables, Les (1995)::Drama|Musical\n"
+        "9::no genres field\n".encode("latin-1")
+    )
+    catalog = read_catalog(str(dat))
+    assert (catalog.layout, catalog.encoding) == ("movielens_dat", "latin-1")
+    assert catalog.items == {
+        "1": ["genre:Animation", "genre:Children's", "genre:Comedy", "year:1995"],
+        "73": ["genre:Drama", "genre:Musical", "year:1995"],
+    }
+    assert catalog.malformed == ["9::no genres field"]
+
+    def u_item(item, title, date, flags):
+        genres = ["0"] * 19
+        for g in flags:
+            genres[g] = "1"
+        return "|".join([item, title, date, "", "http://x", *genres])
+
+    item = tmp_path / "u.item"
+    item.write_bytes(
+        "\n".join(
+            [
+                u_item("1", "Toy Story (1995)", "01-Jan-1995", [3, 4, 5]),
+                u_item("267", "unknown", "", [0]),
+                u_item("1300", "Café au lait (1993)", "", [8]),
+                "5|too|short",
+            ]
+        ).encode("latin-1")
+    )
+    catalog = read_catalog(str(item))
+    assert (catalog.layout, catalog.encoding) == ("movielens_100k", "latin-1")
+    assert catalog.items == {
+        "1": ["genre:Animation", "genre:Children's", "genre:Comedy", "year:1995"],
+        "267": [],  # Only the "unknown" genre, and no date.
+        "1300": ["genre:Drama", "year:1993"],  # The year from the title.
+    }
+    assert catalog.malformed == ["5|too|short"]
+
+
 def test_a_recbole_item_file_gives_its_token_fields_not_its_title():
     catalog = parse_catalog(
         "item_id:token\tmovie_title:token_seq\trelease_year:token\tclass:token_seq\n"

@@ -1,5 +1,6 @@
-"""MovieLens logs as they come: ratings.csv (header), ratings.dat (::) and
-RecBole's .inter (typed header), read and preprocessed as events."""
+"""MovieLens logs as they come: ratings.csv (header), ratings.dat (::),
+u.data (tab-separated, no header) and RecBole's .inter (typed header), read
+and preprocessed as events."""
 
 import json
 
@@ -31,6 +32,10 @@ def ratings_dat(rows=ROWS):
     return ["::".join(r) for r in rows]
 
 
+def u_data(rows=ROWS):
+    return ["\t".join(r) for r in rows]
+
+
 def inter(rows=ROWS):
     # Columns in RecBole's usual order, and a column genni does not read.
     header = "user_id:token\titem_id:token\trating:float\ttimestamp:float\tx:token"
@@ -42,6 +47,7 @@ def inter(rows=ROWS):
     [
         (ratings_csv(), formats.MOVIELENS),
         (ratings_dat(), formats.MOVIELENS_DAT),
+        (u_data(), formats.TSV),
         (inter(), formats.RECBOLE),
     ],
 )
@@ -73,6 +79,7 @@ def test_a_movielens_dat_line_needs_four_fields():
     [
         ("ratings.csv", ratings_csv()),
         ("ratings.dat", ratings_dat()),
+        ("u.data", u_data()),
         ("u.inter", inter()),
     ],
 )
@@ -85,6 +92,7 @@ def test_preprocess_reads_them_as_users_items_and_times(
     assert stats["format"] in (
         formats.MOVIELENS,
         formats.MOVIELENS_DAT,
+        formats.TSV,
         formats.RECBOLE,
     )
     assert (stats["events_read"], stats["malformed_lines"]) == (len(ROWS), 0)

@@ -143,7 +143,7 @@ def test_a_compressed_log_cut_anywhere_is_an_error_on_every_path(tmp_path, suffi
 @pytest.mark.parametrize(
     "lines",
     [
-        ["196\t242\t3\t881250949", "186\t302\t3\t891717742"],  # ml-100k u.data
+        ["196\t242\tx\t881250949", "186\t302\t3\t8917x17742"],  # No rating, time
         ["1 2 5 881250949", "1 3 4 881250950", "2 2 1 881250951"],
         ["user_id:token\titem_id:token\n"[:-1] + "x", "1\t2"],
     ],
