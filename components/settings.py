@@ -141,6 +141,7 @@ def setting(
     exclusive: str | None = None,
     follows: str | None = None,
     layout: bool = False,
+    two_way: bool = False,
 ) -> Any:
     """A settings field.
 
@@ -160,6 +161,8 @@ def setting(
         follows: the setting whose given value it takes when it is not given
             itself (`attention_dropout` follows `dropout`).
         layout: how a run computes, not what: it leaves the run key alone.
+        two_way: a bool whose default depends on the run (a preset's rule on
+            the dataset): both `--name` and `--no-name`.
     """
     metadata = {
         "help": help,
@@ -172,6 +175,7 @@ def setting(
         "exclusive": exclusive,
         "follows": follows,
         "layout": layout,
+        "two_way": two_way,
     }
     return dataclasses.field(default=default, metadata=metadata)
 
@@ -361,7 +365,10 @@ def add_flags(
             shown = f"{f.meta['off']}: off" + (f"; {shown}" if shown else "")
         help_text = f"{text} ({shown})" if shown else text
         options: dict[str, Any] = {"dest": f.key, "default": None, "help": help_text}
-        if kind is bool:
+        if kind is bool and f.meta.get("two_way"):
+            flag = flag or "--" + f.key.replace("_", "-")
+            options["action"] = argparse.BooleanOptionalAction
+        elif kind is bool:
             negated = defaults.get(f.key, f.default) is True
             flag = flag or ("--no-" if negated else "--") + f.key.replace("_", "-")
             options["action"] = "store_false" if negated else "store_true"

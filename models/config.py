@@ -89,12 +89,18 @@ class ModelConfig(Settings):
         "FilterMix: the width, in items, of the moving average its filter starts from.",
         check=at_least(1),
     )
+    # The field's default stays off, so that a stored run without the setting
+    # is read as what it was; the recommended preset turns it on where the
+    # dataset has item attributes (`genni.pipeline.training.config`).
     item_tower: bool = setting(
         False,
         "Know items by their attributes too (the dataset's --item-attributes): "
         "an item's vector, at the input and as a candidate, is its ID row plus "
         "the mean of its attributes' rows, and an item without a trained ID "
-        "row is scored by its attributes alone (genni.models.item_tower).",
+        "row is scored by its attributes alone (genni.models.item_tower). "
+        "Default: on where the dataset has item attributes (a --warm-start: as "
+        "its run), in the recommended preset; off in the paper's.",
+        two_way=True,
     )
     id_dropout: float = setting(
         0.2,

@@ -20,6 +20,7 @@ from genni.pipeline.training.config import (
     PretrainConfig,
     TrainConfig,
     preset,
+    run_item_tower,
     settings_with_preset,
 )
 
@@ -102,6 +103,12 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     values = fields.with_followers(TrainConfig, values)
     if getattr(args, "preset", None):
         values["preset"] = args.preset
+    if getattr(args, "resume", False) and "item_tower" not in values:
+        # A run resumes as the model it is, whatever the preset's rule says
+        # of its dataset today.
+        stored = run_item_tower(values.get("output"))
+        if stored is not None:
+            values["item_tower"] = stored
     return TrainConfig.from_dict(settings_with_preset(values))
 
 

@@ -145,7 +145,7 @@ def train_config(config: dict, data: str, tuned: dict, warm_start: str | None = 
         )
     if warm_start:
         section["warm_start"] = warm_start
-    settings = configs.settings_with_preset({**section, **tuned})
+    settings = configs.settings_with_preset({**section, **tuned}, data=data)
     for name in ("data", "output"):
         if name in settings:
             raise ValueError(f"`train: {name}` is set by the pipeline.")

@@ -14,8 +14,10 @@ Only entry points (the CLI, benchmarks, the tuner) build a `TrainConfig` or
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
+from genni.components import schema
 from genni.components.samplers import registry
 from genni.components.samplers.config import SamplerConfig
 from genni.components.settings import (
@@ -284,15 +286,48 @@ def preset(name: str) -> dict:
     return dict(PRESETS[name])
 
 
-def settings_with_preset(values: dict) -> dict:
+# Presets that know items by their attributes (`item_tower`) where the
+# dataset has them (`genni preprocess --item-attributes`) unless told: ahead
+# of the ID rows alone on validation on Beauty, Toys and MovieLens 100K, and
+# able to rank an item no training event holds (docs/cold_start.md).
+TOWER_PRESETS = ("recommended",)
+
+
+def settings_with_preset(values: dict, data: str | None = None) -> dict:
     """`values` over its preset: `values["preset"]` if given, else DEFAULT_PRESET.
 
     The rule of `genni train` and of `genni pipeline`'s train section, so a
-    setting left out means the same in both.
+    setting left out means the same in both. `data`: the dataset, where
+    `values` does not name it (the pipeline sets it per step).
     """
     values = dict(values)
     name = values.pop("preset", None) or DEFAULT_PRESET
-    return preset(name) | values
+    settings = preset(name) | values
+    if name in TOWER_PRESETS and "item_tower" not in settings:
+        settings["item_tower"] = default_item_tower(
+            settings.get("data", data), settings.get("warm_start")
+        )
+    return settings
+
+
+def default_item_tower(data: str | None, warm_start: str | None = None) -> bool:
+    """A tower preset's `item_tower`: a warm start's run's own (its weights
+    fit no other model); else whether `data` has item attributes."""
+    if warm_start:
+        return bool(run_item_tower(warm_start))  # Missing: the warm start says.
+    return bool(data) and os.path.exists(
+        os.path.join(data, schema.ITEM_ATTRIBUTES_FILE)
+    )
+
+
+def run_item_tower(run: str | None) -> bool | None:
+    """Whether the run in `run` knows items by their attributes (a stored
+    run without the setting: no); None where there is no run."""
+    path = os.path.join(run or "", "config.json")
+    if not run or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("item_tower", False) is True
 
 
 # How `genni train` runs (not a setting of the run): tf.distribute strategies.

@@ -288,6 +288,26 @@ def make_oracle(
     raise ValueError(f"`oracle` must be one of {ORACLES}. Got {name!r}.")
 
 
+def trial_base(data: str, search: TuneConfig | None = None) -> TrainConfig:
+    """What every trial starts from: `genni train`'s defaults on `data` (its
+    preset's item tower rule included) within the search's budget: a fixed
+    patience over its few epochs."""
+    search = search or TuneConfig.of()
+    return TrainConfig.of(
+        **{
+            **configs.settings_with_preset({}, data=data),
+            "patience": search.patience,
+            "patience_growth": 0.0,
+        },
+        data=data,
+        output="",
+        epochs=search.epochs_per_trial,
+        seed=search.seed,
+        pack=search.pack,
+        candidates=search.candidates,
+    )
+
+
 def tune(data: str, output: str, **settings) -> dict:
     """Run (or continue) a search; writes the table and the best config.
 
@@ -299,20 +319,7 @@ def tune(data: str, output: str, **settings) -> dict:
     """
     search = TuneConfig.of(**settings)
     space = load_space(search.space)
-    base = TrainConfig.of(
-        **{
-            **DEFAULT_SETTINGS,
-            # A trial's budget: a fixed patience over its few epochs.
-            "patience": search.patience,
-            "patience_growth": 0.0,
-        },
-        data=data,
-        output="",
-        epochs=search.epochs_per_trial,
-        seed=search.seed,
-        pack=search.pack,
-        candidates=search.candidates,
-    )
+    base = trial_base(data, search)
     tuner = GenNiTuner(
         make_oracle(
             search.oracle,

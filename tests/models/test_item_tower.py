@@ -452,3 +452,46 @@ def test_add_items_refuses_what_cannot_score_new_items(
     with pytest.raises(ValueError, match="IDs alone"):
         catalog_version.add_items(str(base), str(items), run_dir=str(ids_only))
     assert sorted(p.name for p in base.iterdir()) == ["1"]  # Nothing written.
+
+
+def test_the_recommended_preset_knows_items_by_attributes_where_data_has_them(
+    tower_run, tmp_path
+):
+    """`genni train`, the pipeline's train step and the tuner turn the tower
+    on where the dataset has item attributes, off without them, in the paper
+    preset, when told, or when the warm start's run (or the run resumed) had
+    none."""
+    from genni.pipeline.cli import train_args
+    from genni.pipeline.cli.main import build_parser
+    from genni.pipeline.loop import config as loop_config
+    from genni.pipeline.training import tune
+
+    run, data = tower_run
+    bare = tmp_path / "bare"  # A dataset without item attributes.
+    bare.mkdir()
+
+    def towered(*flags, output="o"):
+        args = build_parser().parse_args(["train", "--output", output, *flags])
+        return train_args.config_from_args(args).model.item_tower
+
+    assert towered("--data", data)
+    assert not towered("--data", str(bare))
+    assert not towered("--data", data, "--no-item-tower")
+    assert not towered("--data", data, "--preset", "paper")
+    assert towered("--data", data, "--preset", "paper", "--item-tower")
+    assert towered("--data", data, "--warm-start", run)  # A tower run.
+    untowered = tmp_path / "untowered"
+    untowered.mkdir()
+    config = json.loads((Path(run) / "config.json").read_text())
+    (untowered / "config.json").write_text(json.dumps({**config, "item_tower": False}))
+    assert not towered("--data", data, "--warm-start", str(untowered))
+    # A stored run resumes as the model it is (trained before the rule).
+    assert not towered("--data", data, "--resume", output=str(untowered))
+    assert towered("--data", data, "--resume", output=run)
+    assert loop_config.train_config({}, data, {}).model.item_tower
+    assert not loop_config.train_config({}, str(bare), {}).model.item_tower
+    off = loop_config.train_config({"train": {"item_tower": False}}, data, {})
+    assert not off.model.item_tower
+    served = loop_config.train_config({}, data, {}, warm_start=str(untowered))
+    assert not served.model.item_tower  # The served run's model, warm-started.
+    assert tune.trial_base(data).model.item_tower
