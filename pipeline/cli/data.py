@@ -62,10 +62,10 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="Item attributes keyed by raw item id: an S3-Rec item2attributes.json, "
         "item metadata lines (Amazon 2014/2018/2023: brand and categories; Yelp "
-        "business.json: categories), a MovieLens movies.csv (genres, year), a "
-        "RecBole .item file, a CSV with a header or JSON lines (an id and "
-        "categorical columns, `|`-separated values); written re-keyed for "
-        "`genni pretrain`.",
+        "business.json: categories), a MovieLens movies.csv, movies.dat or "
+        "u.item (genres, year), a RecBole .item file, a CSV with a header or "
+        "JSON lines (an id, categorical columns); docs/data.md. Every item "
+        "listed joins the vocabulary; the item tower and `genni pretrain` read them.",
     )
     parser.add_argument(
         "--max-kcore-rounds",

@@ -194,7 +194,8 @@ def add_add_items(commands) -> None:
         "--items",
         required=True,
         help="The catalog: an items file as `genni preprocess --item-attributes` "
-        "reads (S3-Rec JSON, item metadata, movies.csv, RecBole .item, CSV, JSON "
+        "reads (S3-Rec JSON, item metadata, MovieLens movies.csv/.dat or u.item, "
+        "RecBole .item, CSV, JSON "
         "lines). It must list every item the served version lists, unchanged.",
     )
     p.add_argument(
