@@ -217,12 +217,12 @@ def add_preprocess(commands) -> None:
     p = commands.add_parser(
         "preprocess",
         help="Review logs -> TFRecords of padded sequences (Apache Beam).",
-        description="Turn review logs (Amazon 2014/2018 or 2023, Yelp, ratings CSV, "
-        "S3-Rec sequence text; plain or gzip) into leave-one-out TFRecords, "
-        "vocabularies and dataset statistics. Flags not listed here go to Apache "
-        "Beam (e.g. --runner, --direct_num_workers). With no --runner it runs on "
-        "Beam's FnApiRunner, on this machine (what the DirectRunner falls back to; "
-        "never Prism, which Beam's default would first try to download).",
+        description="Turn review logs (Amazon, Yelp, MovieLens, RecBole .inter, "
+        "ratings CSV/TSV, S3-Rec sequences; plain or gzip) into leave-one-out (or "
+        "by-time) TFRecords, vocabularies and statistics. Flags not listed here go "
+        "to Apache Beam (e.g. --runner, --direct_num_workers). With no --runner it "
+        "runs on Beam's FnApiRunner, on this machine (what the DirectRunner falls "
+        "back to; never Prism, which Beam's default would first try to download).",
     )
     add_preprocess_arguments(p)
     p.set_defaults(handler=_preprocess)
