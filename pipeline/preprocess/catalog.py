@@ -248,14 +248,10 @@ def _ml100k_items(lines: list[str]) -> Catalog:
     catalog = Catalog({}, [], "movielens_100k")
     for line in lines:
         cells = [cell.strip() for cell in line.split("|")]
-        flags = cells[5:]
-        if (
-            len(cells) != ML100K_FIELDS
-            or not cells[0]
-            or any(f not in ("0", "1") for f in flags)
-        ):
+        if not _is_ml100k_item(line) or not cells[0]:
             catalog.malformed.append(line)
             continue
+        flags = cells[5:]
         values = [
             f"genre:{name}"
             for name, flag in zip(ML100K_GENRES, flags, strict=True)

@@ -314,12 +314,9 @@ def detect_format(line: str) -> str:
 
 def _is_tsv(text: str) -> bool:
     """Four tab-separated fields, the last two numbers (a rating, a time)."""
-    fields = text.split("\t")
-    if len(fields) != 4:
-        return False
     try:
-        float(fields[2]), float(fields[3])
-    except ValueError:
+        _user_item_rating_time(text, "\t", "TSV")  # What `parse_tsv` reads.
+    except MalformedRecord:
         return False
     return True
 

@@ -14,7 +14,6 @@ Only entry points (the CLI, benchmarks, the tuner) build a `TrainConfig` or
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 from genni.components import schema
@@ -35,6 +34,7 @@ from genni.models.config import (
     EncoderConfig,
     ModelConfig,
 )
+from genni.pipeline.training import rundir
 
 # The recommended preset's cap on the items one GenNi draw scores
 # (`max_candidates`), and its budget of scores per training step for the
@@ -323,11 +323,10 @@ def default_item_tower(data: str | None, warm_start: str | None = None) -> bool:
 def run_item_tower(run: str | None) -> bool | None:
     """Whether the run in `run` knows items by their attributes (a stored
     run without the setting: no); None where there is no run."""
-    path = os.path.join(run or "", "config.json")
+    path = os.path.join(run or "", rundir.CONFIG_FILE)
     if not run or not os.path.exists(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get("item_tower", False) is True
+    return rundir.read_json(path).get("item_tower", False) is True
 
 
 # How `genni train` runs (not a setting of the run): tf.distribute strategies.
