@@ -13,6 +13,7 @@ along.
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
 
 import numpy as np
@@ -40,6 +41,26 @@ class Scaled:
         return self.model.packed_query_embeddings(packed, batch_size, item_table)
 
 
+def look_alikes(dataset) -> dict:
+    """How many catalog items share each held-out item's exact attribute set
+    (itself counted): what a vector of attributes alone cannot tell apart."""
+    attributes = dataset.item_attributes() or {}
+    sets = [
+        frozenset(map(str, attributes.get(str(i), [])))
+        for i in range(1, dataset.num_items + 1)
+    ]
+    size = collections.Counter(sets)
+    counts = np.array([size[sets[i - 1]] for i in dataset.cold_items()])
+    if not counts.size:
+        return {}
+    return {
+        "held-out items": int(counts.size),
+        "median items with the same set": float(np.median(counts)),
+        "share with 10 or more": float(np.mean(counts >= 10)),
+        "share alone": float(np.mean(counts == 1)),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True)
@@ -51,6 +72,8 @@ def main(argv: list[str] | None = None) -> None:
     model = load_run(args.run, None, dataset)
     cold = np.zeros(dataset.num_items + 1, bool)
     cold[dataset.cold_items()] = True
+    alike = look_alikes(dataset)
+    print("look-alikes:", alike, flush=True)
     rows = []
     for scale in args.scales:
         # The test report's ranking and its cold / warm cases (`by_target`).
@@ -84,12 +107,27 @@ def main(argv: list[str] | None = None) -> None:
             "",
             *lines,
             "",
+            *(
+                [
+                    f"Held-out items sharing their exact attribute set: median "
+                    f"{alike['median items with the same set']:g} catalog items "
+                    f"with the same set (itself counted), "
+                    f"{100 * alike['share with 10 or more']:.1f}% with 10 or more, "
+                    f"{100 * alike['share alone']:.1f}% alone; "
+                    f"{alike['held-out items']:,} held-out items.",
+                    "",
+                ]
+                if alike
+                else []
+            ),
             f"Command: `{command}`",
             "",
         ]
     )
     write_results(
-        args.name, {"machine": machine(), "run": args.run, "rows": rows}, markdown
+        args.name,
+        {"machine": machine(), "run": args.run, "rows": rows, "look_alikes": alike},
+        markdown,
     )
 
 
