@@ -78,7 +78,8 @@ def run(data: str, output: str, seed: int, variant: str, settings: dict) -> dict
     values = dict(data=data, output=output, seed=seed, **settings)
     config = TrainConfig.of(**settings_with_preset(values | VARIANTS[variant]))
     print(f"training {output}", flush=True)
-    return train.train(config, resume=rundir.started(output), verbose=0)
+    # One line an epoch and its validation (Keras verbose 2): progress in a log.
+    return train.train(config, resume=rundir.started(output), verbose=2)
 
 
 def row(name: str, hold: int, seed: int, variant: str, metrics: dict) -> dict:

@@ -100,7 +100,8 @@ def train_preset(data: str, workdir: str, tag: str, name: str, seed: int, args) 
     )
     print(f"Training {output}", flush=True)
     resume = rundir.started(output)
-    return train.train(config, resume=resume, verbose=0)
+    # One line an epoch and its validation (Keras verbose 2): progress in a log.
+    return train.train(config, resume=resume, verbose=2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -138,7 +138,8 @@ def run_variant(
     print(f"Training {output}")
     resume = rundir.started(output)
     # Named, as a reused run is, so that --archive keeps it too.
-    return train.train(config, resume=resume, verbose=0) | {
+    # One line an epoch and its validation (Keras verbose 2): progress in a log.
+    return train.train(config, resume=resume, verbose=2) | {
         "run": os.path.basename(output)
     }
 
