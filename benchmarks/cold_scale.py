@@ -7,7 +7,11 @@ docs/cold_start.md), not a setting: it shows the trade-off between cold hits
 over the whole catalog and warm hits that a boost for new items would move
 along.
 
-    python benchmarks/cold_scale.py --run RUN [--scales 1 1.2 1.4] [--name cold_scale]
+With `--attributes-alone`, a last row ranks every item, trained or not, by
+its attribute vector alone: the tower's attribute path as a content ranking.
+
+    python benchmarks/cold_scale.py --run RUN [--scales 1 1.2 1.4]
+        [--attributes-alone] [--name cold_scale]
 """
 
 from __future__ import annotations
@@ -25,14 +29,13 @@ from genni.pipeline.training.evaluate import Evaluator
 from genni.pipeline.training.model import load_run, read_config
 
 
-class Scaled:
-    """A model whose cold items' vectors are scaled by `scale`, as the
-    Evaluator reads a model (its item vectors and queries over them)."""
+class WithTable:
+    """A model whose item vectors are `table`, as the Evaluator reads a model
+    (its item vectors, and queries that read histories through them)."""
 
-    def __init__(self, model, cold: np.ndarray, scale: float):
+    def __init__(self, model, table: tf.Tensor):
         self.model = model
-        table = model.item_embeddings
-        self.item_embeddings = tf.where(cold[:, None], table * scale, table)
+        self.item_embeddings = table
 
     def query_embeddings(self, input_ids, item_table=None):
         return self.model.query_embeddings(input_ids, item_table)
@@ -65,6 +68,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True)
     parser.add_argument("--scales", nargs="+", type=float, default=[1, 1.2, 1.4])
+    parser.add_argument(
+        "--attributes-alone",
+        action="store_true",
+        help="add a row with every item's vector its attributes alone",
+    )
     parser.add_argument("--name", default="cold_scale")
     args = parser.parse_args(argv)
     config = read_config(args.run)
@@ -74,13 +82,21 @@ def main(argv: list[str] | None = None) -> None:
     cold[dataset.cold_items()] = True
     alike = look_alikes(dataset)
     print("look-alikes:", alike, flush=True)
+    table = model.item_embeddings
+    tables = {
+        scale: tf.where(cold[:, None], table * scale, table) for scale in args.scales
+    }
+    if args.attributes_alone:
+        # Every item, trained or not, by its attributes alone: the tower's
+        # attribute path as a content ranking, on equal terms for all items.
+        tables["attributes alone"] = model.encoder.item_tower.attribute_vectors()
     rows = []
-    for scale in args.scales:
+    for scale, vectors in tables.items():
         # The test report's ranking and its cold / warm cases (`by_target`).
         evaluator = Evaluator(
             dataset, "test", config.pack, config.candidates, by_target=True
         )
-        every = evaluator(Scaled(model, cold, scale))
+        every = evaluator(WithTable(model, vectors))
         by = evaluator.by_target
         rows.append(
             {
@@ -98,7 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         cold_hr = "" if r["cold HR@10"] is None else f"{r['cold HR@10']:.2f}"
         warm, every = f"{r['warm HR@10']:.2f}", f"{r['all HR@10']:.2f}"
-        lines.append(f"| {r['scale']:g} | {cold_hr} | {warm} | {every} |")
+        g = r["scale"] if isinstance(r["scale"], str) else f"{r['scale']:g}"
+        lines.append(f"| {g} | {cold_hr} | {warm} | {every} |")
     markdown = "\n".join(
         [
             "# Cold items scaled by g",
