@@ -90,12 +90,13 @@ def main(argv: list[str] | None = None) -> None:
         # Every item, trained or not, by its attributes alone: the tower's
         # attribute path as a content ranking, on equal terms for all items.
         tables["attributes alone"] = model.encoder.item_tower.attribute_vectors()
+    # The test report's ranking and its cold / warm cases (`by_target`), one
+    # evaluator for every table: its batches and traced ranking are built once.
+    evaluator = Evaluator(
+        dataset, "test", config.pack, config.candidates, by_target=True
+    )
     rows = []
     for scale, vectors in tables.items():
-        # The test report's ranking and its cold / warm cases (`by_target`).
-        evaluator = Evaluator(
-            dataset, "test", config.pack, config.candidates, by_target=True
-        )
         every = evaluator(WithTable(model, vectors))
         by = evaluator.by_target
         rows.append(

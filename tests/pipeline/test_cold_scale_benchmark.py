@@ -15,7 +15,7 @@ class _Dataset:
     num_items = 6
 
     def item_attributes(self):
-        # Items 1, 2, 3 and 5 hold {a, b} (in any order, as strings or not);
+        # Items 1, 2, 3 and 5 hold {a, b} (in any order);
         # 4 holds {a}; 6 holds nothing.
         return {
             "1": ["a", "b"],
