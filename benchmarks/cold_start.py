@@ -36,6 +36,7 @@ from _common import RECORD, RESULTS, SHARED_DATA, machine, write_results
 from genni.components import schema
 from genni.pipeline.training import keys, rundir, train
 from genni.pipeline.training.config import TrainConfig, settings_with_preset
+from research import records
 
 DATA = {
     "beauty": ("Beauty.txt", "Beauty_item2attributes.json"),
@@ -77,8 +78,6 @@ def run(
     """The run's metrics.json: read when finished, or from the record `kept`
     (`records.archived_runs`) where it holds the run, else trained (resumed)
     and added to the record at once."""
-    from research import records
-
     path = os.path.join(output, rundir.METRICS_FILE)
     if os.path.exists(path):
         return rundir.read_json(path)
@@ -177,8 +176,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", default=str(RESULTS / ".cold_start_runs"))
     parser.add_argument("--name", default="cold_start")
     args = parser.parse_args(argv)
-    from research import records
-
     settings = dict(epochs=args.epochs, pack=args.pack)
     if args.patience is not None:
         settings["patience"] = args.patience
